@@ -1,0 +1,122 @@
+# drun's build. `make` builds build/; `make test` runs every test; `make check` adds
+# an ASan+UBSan build of the unit tests and the lint step.
+#
+# Sources are found by folder, so a new module needs no Makefile change:
+#   src/<layer>/*.c, *.cpp   -> build/libdrun.a
+#   src/cmd/drun_mcp*.c      -> build/drun-mcp
+#   src/cmd/drun_admin*.c    -> build/drun-admin
+#   src/cmd/drun_sqlite*.c   -> build/drun-sqlite.so (loadable SQLite extension)
+#   tests/unit/test_*.c      -> build/tests/test_*   (each links libdrun.a)
+#   migrations/*.sql         -> build/gen/migrations.c (compiled in)
+
+CC      ?= cc
+CXX     ?= c++
+BUILD   ?= build
+UNAME_S := $(shell uname -s)
+
+PKGS := sqlite3 libzstd libcjson libuv libcurl libcrypto libpcre2-8 libgit2
+ifeq ($(UNAME_S),Linux)
+PKGS += libseccomp
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wswitch-enum \
+        -Wpointer-arith -Wundef -Wcast-align -Wnull-dereference \
+        -Wno-format-truncation
+CWARN := $(WARN) -Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition
+
+OPT      ?= -O2 -g
+SANITIZE ?=
+CPPFLAGS += -D_GNU_SOURCE -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
+CFLAGS   += -std=c11 $(OPT) $(SANITIZE) -fPIC $(CWARN)
+CXXFLAGS += -std=c++17 $(OPT) $(SANITIZE) -fPIC $(WARN) -fno-exceptions -fno-rtti
+LDFLAGS  += $(SANITIZE)
+LDLIBS   += $(PKG_LIBS) -lstdc++ -lpthread -lm
+
+LAYERS := util store workspace sandbox fetch policy session tools mcp
+LIB_C   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+LIB_CXX := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.cpp)))
+ifneq ($(UNAME_S),Linux)
+LIB_C := $(filter-out src/sandbox/bwrap.c,$(LIB_C))
+endif
+MIGRATIONS := $(sort $(wildcard migrations/*.sql))
+
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cpp=$(BUILD)/obj/%.o) \
+           $(BUILD)/obj/gen/migrations.o
+
+MCP_SRC    := $(wildcard src/cmd/drun_mcp*.c)
+ADMIN_SRC  := $(wildcard src/cmd/drun_admin*.c)
+SQLEXT_SRC := $(wildcard src/cmd/drun_sqlite*.c)
+TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN   := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+PROGS := $(if $(MCP_SRC),$(BUILD)/drun-mcp) $(if $(ADMIN_SRC),$(BUILD)/drun-admin) \
+         $(if $(SQLEXT_SRC),$(BUILD)/drun-sqlite.so)
+
+.PHONY: all test check lint unit asan bench clean format
+all: $(PROGS) $(TEST_BIN)
+
+$(BUILD)/gen/migrations.c: $(MIGRATIONS) tools/embed-migrations.sh
+	@mkdir -p $(@D)
+	sh tools/embed-migrations.sh $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/migrations.o: $(BUILD)/gen/migrations.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-prototypes -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC  $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libdrun.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/drun-mcp: $(MCP_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/drun-admin: $(ADMIN_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/drun-sqlite.so: $(SQLEXT_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libdrun.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Every test: unit binaries, the SDK-client integration suite, raw protocol tests and
+# the security suite. tests/run.sh prints the closing "N passed, N failed" line.
+test: all
+	sh tests/run.sh $(BUILD)
+
+unit: all
+	sh tests/run.sh $(BUILD) unit
+
+# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, then lint.
+check: test
+	$(MAKE) BUILD=build/asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" all
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 sh tests/run.sh build/asan unit
+	$(MAKE) lint
+
+lint:
+	sh tools/lint.sh
+
+format:
+	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'src/*.cpp' 'tests/unit/*.c' 'tests/unit/*.h')
+
+bench: all
+	sh tools/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,174 @@
+/*
+ * test_util.c - the byte buffer, errors, hashing, hex, time and process identity.
+ */
+#include "test.h"
+
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+#include "util/proc.h"
+#include "util/timeutil.h"
+
+TEST(buf_appends_and_terminates)
+{
+    struct buf b;
+
+    buf_init(&b, 100);
+    CHECK_EQ_STR(buf_cstr(&b), "");
+    CHECK(buf_puts(&b, "hello") == 0);
+    CHECK(buf_putc(&b, ' ') == 0);
+    CHECK(buf_printf(&b, "%d-%s", 42, "x") == 0);
+    CHECK_EQ_STR(buf_cstr(&b), "hello 42-x");
+    CHECK_EQ_INT(b.len, 10);
+    CHECK(buf_append(&b, "\0z", 2) == 0);
+    CHECK_EQ_INT(b.len, 12);
+    CHECK(b.data[12] == '\0');
+    buf_release(&b);
+}
+
+TEST(buf_cap_is_exact_and_sticky)
+{
+    struct buf b;
+    struct err err;
+
+    buf_init(&b, 8);
+    CHECK(buf_append(&b, "12345678", 8) == 0); /* exactly at the cap */
+    CHECK(buf_putc(&b, '9') < 0);              /* one past it */
+    CHECK_EQ_INT(buf_failed(&b), ERR_TOOBIG);
+    CHECK(buf_puts(&b, "") < 0); /* sticky: even an empty append fails now */
+    CHECK_EQ_INT(b.len, 8);
+    CHECK(buf_err(&b, "the reply", &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_TOOBIG);
+    CHECK(strstr(err.msg, "the reply") != NULL);
+    buf_reset(&b);
+    CHECK(buf_puts(&b, "ok") == 0);
+    buf_release(&b);
+}
+
+TEST(buf_printf_past_cap_fails)
+{
+    struct buf b;
+
+    buf_init(&b, 10);
+    CHECK(buf_printf(&b, "%s", "0123456789abc") < 0);
+    CHECK_EQ_INT(b.len, 0);
+    buf_release(&b);
+}
+
+TEST(buf_nomem_is_reported)
+{
+    struct buf b;
+
+    buf_init(&b, 1000);
+    mem_fail_after(0);
+    CHECK(buf_puts(&b, "x") < 0);
+    mem_fail_after(-1);
+    CHECK_EQ_INT(buf_failed(&b), ERR_NOMEM);
+    buf_release(&b);
+}
+
+TEST(buf_detach_hands_over)
+{
+    struct buf b;
+    size_t n = 0;
+    char *s;
+
+    buf_init(&b, 100);
+    s = buf_detach(&b, &n);
+    CHECK(s != NULL && s[0] == '\0' && n == 0);
+    mem_free(s);
+    buf_puts(&b, "abc");
+    s = buf_detach(&b, &n);
+    CHECK_EQ_STR(s, "abc");
+    CHECK_EQ_INT(n, 3);
+    CHECK(b.data == NULL && b.len == 0);
+    mem_free(s);
+}
+
+TEST(err_set_returns_minus_one)
+{
+    struct err err;
+
+    CHECK(err_set(&err, ERR_IO, "cannot open '%s'", "x") == -1);
+    CHECK_EQ_INT(err.code, ERR_IO);
+    CHECK_EQ_STR(err.msg, "cannot open 'x'");
+    err_wrap(&err, "loading %s", "config");
+    CHECK_EQ_STR(err.msg, "loading config: cannot open 'x'");
+    CHECK_EQ_STR(err_name(ERR_TOOBIG), "toobig");
+    CHECK_EQ_STR(err_name(9999), "unknown");
+}
+
+TEST(sha256_known_vectors)
+{
+    uint8_t h[HASH_LEN];
+    char hex[HASH_HEX_LEN + 1];
+    struct hash_ctx *ctx;
+
+    hash_sha256("", 0, h);
+    hex_encode(h, HASH_LEN, hex);
+    CHECK_EQ_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    hash_sha256("abc", 3, h);
+    hex_encode(h, HASH_LEN, hex);
+    CHECK_EQ_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ctx = hash_new();
+    CHECK(ctx != NULL);
+    hash_update(ctx, "a", 1);
+    hash_update(ctx, "bc", 2);
+    hash_final(ctx, h);
+    hex_encode(h, HASH_LEN, hex);
+    CHECK_EQ_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(hex_round_trip_and_rejects)
+{
+    uint8_t in[4] = {0x00, 0xab, 0x7f, 0xff};
+    uint8_t out[4];
+    char hex[9];
+
+    hex_encode(in, 4, hex);
+    CHECK_EQ_STR(hex, "00ab7fff");
+    CHECK(hex_decode("00AB7fff", out, 4) == 0);
+    CHECK(memcmp(in, out, 4) == 0);
+    CHECK(hex_decode("00ab7ff", out, 4) < 0);   /* short */
+    CHECK(hex_decode("00ab7ffg", out, 4) < 0);  /* bad digit */
+    CHECK(hex_decode("00ab7fff0", out, 4) < 0); /* long */
+}
+
+TEST(time_is_sane)
+{
+    char iso[32];
+    int64_t a = time_mono_us();
+    int64_t b = time_mono_us();
+
+    CHECK(b >= a);
+    CHECK(time_now_ms() > 1700000000000LL);
+    time_format_iso(0, iso, sizeof(iso));
+    CHECK_EQ_STR(iso, "1970-01-01T00:00:00.000Z");
+    time_format_iso(1764546588123LL, iso, sizeof(iso));
+    CHECK_EQ_STR(iso, "2025-11-30T23:49:48.123Z");
+}
+
+TEST(proc_identity_detects_reuse)
+{
+    int64_t me = proc_start_time(getpid());
+    pid_t child;
+    int st;
+    int64_t cst;
+
+    CHECK(me >= 0);
+    CHECK(proc_alive(getpid(), me));
+    CHECK(!proc_alive(getpid(), me + 1)); /* same pid, other start time: another process */
+    child = fork();
+    if (child == 0) {
+        _exit(0);
+    }
+    cst = proc_start_time(child);
+    waitpid(child, &st, 0);
+    CHECK(!proc_alive(child, cst)); /* reaped: gone */
+    CHECK(!proc_alive(0, 0));
+}
+
+TESTS(buf_appends_and_terminates, buf_cap_is_exact_and_sticky, buf_printf_past_cap_fails,
+      buf_nomem_is_reported, buf_detach_hands_over, err_set_returns_minus_one, sha256_known_vectors,
+      hex_round_trip_and_rejects, time_is_sane, proc_identity_detects_reuse)
