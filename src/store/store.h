@@ -1,0 +1,388 @@
+/*
+ * store.h - everything drun keeps across processes, in one SQLite file.
+ *
+ * The store holds content-addressed blobs (SHA-256 named, zstd-compressed when that
+ * saves space), sessions, their checkpoints and per-checkpoint change rows, steps and
+ * chat records, snapshots, and the audit log with its hash chain. It knows nothing of
+ * MCP, JSON-RPC, libuv, sandboxes or HTTP: callers above hand it plain values.
+ *
+ * Transactions. Every write runs inside a `BEGIN IMMEDIATE` transaction so that two
+ * drun-mcp processes on one file never interleave half a checkpoint. A caller that
+ * needs several writes to commit together (blobs + checkpoint + changes + audit row)
+ * brackets them with store_begin()/store_commit(); a write function called outside
+ * such a bracket opens and commits its own. On any error inside a bracket the caller
+ * calls store_rollback() and nothing of it is kept.
+ *
+ * Threads. A `struct store` is one SQLite connection and is used from one thread at a
+ * time. Open one per thread that needs one (they share the file safely).
+ *
+ * Ids. Session ids are 8 lower-case hex characters. Checkpoint ids are per session,
+ * assigned in creation order (0, 1, 2, ...), and never reused or renumbered: squash
+ * and drop mark rows instead of moving ids.
+ *
+ * Errors. Functions return 0 or -1 and fill `struct err`. ERR_BUSY means another
+ * connection held the database past the busy timeout; ERR_CORRUPT means stored bytes
+ * are damaged; ERR_NOTFOUND names what is missing. SQLite and zstd codes never leak.
+ */
+#ifndef DRUN_STORE_H
+#define DRUN_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/hash.h"
+
+struct store;
+
+#define STORE_SESSION_ID_LEN 8
+#define STORE_BLOB_MAX_DEFAULT ((size_t)1 << 30) /* 1 GiB: the largest single blob */
+
+/* ---- opening ------------------------------------------------------------------ */
+
+struct store_opts {
+    int synchronous_normal; /* 0: synchronous=FULL (default); 1: NORMAL */
+    int busy_timeout_ms;    /* 0: the default, 5000 */
+    int read_only;          /* 1: open without creating or migrating (drun-admin reads) */
+    int no_migrate;         /* 1: refuse an out-of-date schema instead of migrating */
+    int zstd_level;         /* 0: the default, 3 */
+    size_t blob_max;        /* 0: STORE_BLOB_MAX_DEFAULT */
+};
+
+/*
+ * Opens (creating 0600 if absent) the drun DB at `path`, sets WAL mode, checks
+ * application_id (a non-drun SQLite file is refused by name), refuses a DB from a
+ * newer drun (naming both versions), and applies pending migrations, each in one
+ * transaction. A damaged file is reported as ERR_CORRUPT, never repaired silently.
+ * opts may be NULL for the defaults. On success *out is the caller's; free with
+ * store_close().
+ */
+int store_open(const char *path, const struct store_opts *opts, struct store **out,
+               struct err *err);
+
+/* Closes the connection; NULL is a no-op. An open transaction is rolled back. */
+void store_close(struct store *st);
+
+/* Returns the schema version this binary writes (the highest migration number). */
+int store_schema_version(void);
+
+/* Returns the path the store was opened with; borrowed. */
+const char *store_path(const struct store *st);
+
+/* ---- transactions --------------------------------------------------------------- */
+
+/* BEGIN IMMEDIATE; ERR_BUSY after the busy timeout. Brackets do not nest. */
+int store_begin(struct store *st, struct err *err);
+int store_commit(struct store *st, struct err *err);
+/* Rolls back the open bracket, if any. Never fails. */
+void store_rollback(struct store *st);
+
+/* ---- blobs ---------------------------------------------------------------------- */
+
+/*
+ * Stores `len` bytes and writes their SHA-256 into hash. Content already present is
+ * not stored again. Compressed with zstd only when that makes it smaller. Past the
+ * blob cap: ERR_TOOBIG.
+ */
+int store_blob_put(struct store *st, const void *data, size_t len, uint8_t hash[HASH_LEN],
+                   struct err *err);
+
+/*
+ * Appends the blob's bytes to `out` (so the caller's buf max bounds it), after
+ * checking the stored size and the SHA-256. A blob whose bytes do not match its hash
+ * or size, or whose decompression would pass the stored size: ERR_CORRUPT. Missing:
+ * ERR_NOTFOUND.
+ */
+int store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out,
+                   struct err *err);
+
+/* Sets *exists to 1 if the blob is stored (and *size, if non-NULL, to its size). */
+int store_blob_has(struct store *st, const uint8_t hash[HASH_LEN], int *exists, int64_t *size,
+                   struct err *err);
+
+/* ---- sessions ------------------------------------------------------------------- */
+
+enum store_session_state { STORE_SESSION_OPEN = 0, STORE_SESSION_CLOSED = 1 };
+
+struct store_session {
+    char id[STORE_SESSION_ID_LEN + 1];
+    char *label; /* NULL if none */
+    char parent_id[STORE_SESSION_ID_LEN + 1]; /* "" if none */
+    int64_t parent_checkpoint;                /* -1 if none */
+    int64_t created_ms;
+    int64_t closed_ms; /* 0 while open */
+    int64_t last_active_ms;
+    int64_t head; /* checkpoint id of the head */
+    int state;    /* enum store_session_state */
+    pid_t owner_pid; /* 0 if no process holds it */
+    int64_t owner_start; /* proc_start_time() of the owner */
+    int64_t heartbeat_ms;
+    char *client; /* client name that created it, NULL if unknown */
+};
+
+/* Frees the strings inside s (not s itself); safe on a zeroed struct. */
+void store_session_release(struct store_session *s);
+
+/*
+ * Creates an open session with a fresh unique id and checkpoint 0 (given manifest
+ * hash and file count; parent may be NULL/-1), claimed by (owner_pid, owner_start).
+ * Fills *out (caller releases with store_session_release).
+ */
+struct store_session_new {
+    const char *label;             /* may be NULL */
+    const char *parent_id;         /* may be NULL */
+    int64_t parent_checkpoint;     /* -1 if no parent */
+    const uint8_t *manifest_hash;  /* checkpoint 0's manifest (HASH_LEN bytes) */
+    int64_t file_count;            /* checkpoint 0's file count */
+    int64_t logical_bytes;         /* checkpoint 0's total file bytes */
+    pid_t owner_pid;
+    int64_t owner_start;
+    const char *client;            /* may be NULL */
+    const char *tool;              /* the tool that made it, for checkpoint 0 */
+};
+int store_session_create(struct store *st, const struct store_session_new *req,
+                         struct store_session *out, struct err *err);
+
+/* Loads one session (open or closed). ERR_NOTFOUND if there is none with that id. */
+int store_session_get(struct store *st, const char *id, struct store_session *out,
+                      struct err *err);
+
+/*
+ * Lists sessions (open only unless include_closed), oldest first. *out is an array of
+ * *n sessions; free with store_session_list_free().
+ */
+int store_session_list(struct store *st, int include_closed, struct store_session **out,
+                       size_t *n, struct err *err);
+void store_session_list_free(struct store_session *list, size_t n);
+
+/* Counts open sessions (for max_sessions). */
+int store_session_count_open(struct store *st, int64_t *count, struct err *err);
+
+/*
+ * Claims the session for (pid, start). Succeeds if it is unowned, already ours, or its
+ * owner is no longer alive (proc_alive). If a live other process holds it: ERR_BUSY
+ * with a message naming the holder's pid, and *holder_pid (if non-NULL) set.
+ * A closed session: ERR_INVAL.
+ */
+int store_session_claim(struct store *st, const char *id, pid_t pid, int64_t start,
+                        pid_t *holder_pid, struct err *err);
+
+/* Releases our claim (no-op if another process holds it). */
+int store_session_release_claim(struct store *st, const char *id, pid_t pid, int64_t start,
+                                struct err *err);
+
+/* Refreshes heartbeat_ms and last_active_ms for every session this process holds. */
+int store_session_heartbeat(struct store *st, pid_t pid, int64_t start, struct err *err);
+
+int store_session_set_label(struct store *st, const char *id, const char *label,
+                            struct err *err);
+int store_session_set_head(struct store *st, const char *id, int64_t head, struct err *err);
+int store_session_touch(struct store *st, const char *id, struct err *err);
+/* Marks closed (closed_ms = now) and drops the claim. */
+int store_session_close(struct store *st, const char *id, struct err *err);
+
+/* Overlays: workspace key -> host directory, session-wide (not per checkpoint). */
+int store_overlay_set(struct store *st, const char *session, const char *key,
+                      const char *host_path, struct err *err);
+struct store_overlay {
+    char *key;
+    char *host_path;
+};
+int store_overlay_list(struct store *st, const char *session, struct store_overlay **out,
+                       size_t *n, struct err *err);
+void store_overlay_list_free(struct store_overlay *list, size_t n);
+
+/* Chat log (session_chat_record). */
+int store_chat_append(struct store *st, const char *session, const char *prompt,
+                      const char *response, struct err *err);
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+enum store_cp_status {
+    STORE_CP_LIVE = 0,      /* visible to tools */
+    STORE_CP_DISCARDED = 1, /* after a rollback, the next mutation discards the rest */
+    STORE_CP_DROPPED = 2,   /* removed by session_checkpoint_drop */
+    STORE_CP_SQUASHED = 3,  /* folded into a later checkpoint by squash */
+};
+
+struct store_checkpoint {
+    char session_id[STORE_SESSION_ID_LEN + 1];
+    int64_t id;
+    int64_t parent; /* previous live checkpoint id, -1 for checkpoint 0 */
+    char *tool;        /* NULL if none */
+    char *command;     /* NULL if none */
+    char *description; /* NULL if none */
+    char *label;       /* NULL if none */
+    int has_exit_code;
+    int exit_code;
+    int64_t duration_ms;
+    int64_t created_ms;
+    uint8_t stdout_hash[HASH_LEN]; /* valid when stdout_bytes > 0 */
+    uint8_t stderr_hash[HASH_LEN]; /* valid when stderr_bytes > 0 */
+    int64_t stdout_bytes;
+    int64_t stderr_bytes;
+    uint8_t manifest_hash[HASH_LEN];
+    int64_t file_count;
+    int64_t added, modified, removed; /* vs parent */
+    int64_t logical_bytes;            /* sum of file sizes */
+    int status;                       /* enum store_cp_status */
+};
+
+void store_checkpoint_release(struct store_checkpoint *cp);
+
+enum store_change_kind { STORE_ADDED = 'A', STORE_MODIFIED = 'M', STORE_REMOVED = 'D' };
+
+struct store_change {
+    const char *path;
+    int kind; /* enum store_change_kind */
+};
+
+/*
+ * Appends a checkpoint to `cp->session_id` with the next id (max id + 1 over all rows
+ * of the session, whatever their status), writes its change rows, and moves the
+ * session head to it. Live checkpoints after the old head are marked DISCARDED first.
+ * cp->id and cp->created_ms are filled in. The caller has already stored the blobs
+ * that the manifest, stdout and stderr hashes name (normally in the same bracket).
+ */
+int store_checkpoint_append(struct store *st, struct store_checkpoint *cp,
+                            const struct store_change *changes, size_t n_changes,
+                            struct err *err);
+
+/* Loads one checkpoint (any status). ERR_NOTFOUND if absent. */
+int store_checkpoint_get(struct store *st, const char *session, int64_t id,
+                         struct store_checkpoint *out, struct err *err);
+
+/*
+ * Lists a session's checkpoints in id order: live ones only, or every row with
+ * include_hidden. Free with store_checkpoint_list_free().
+ */
+int store_checkpoint_list(struct store *st, const char *session, int include_hidden,
+                          struct store_checkpoint **out, size_t *n, struct err *err);
+void store_checkpoint_list_free(struct store_checkpoint *list, size_t n);
+
+/* Finds the lowest live checkpoint id with this label. ERR_NOTFOUND if none. */
+int store_checkpoint_find_label(struct store *st, const char *session, const char *label,
+                                int64_t *id, struct err *err);
+
+/* Sets or clears (label NULL or "") a checkpoint's label. */
+int store_checkpoint_set_label(struct store *st, const char *session, int64_t id,
+                               const char *label, struct err *err);
+
+/* Marks the live checkpoints with from <= id <= to as `status` (DROPPED or SQUASHED). */
+int store_checkpoint_set_status(struct store *st, const char *session, int64_t from, int64_t to,
+                                int status, struct err *err);
+
+/*
+ * Rewrites the mutable fields of an existing checkpoint (parent, tool, command,
+ * description, label, exit code, stdout/stderr refs and sizes, counts) from `cp`,
+ * and replaces its change rows. Used by squash and by drop (to re-parent the next one).
+ */
+int store_checkpoint_rewrite(struct store *st, const struct store_checkpoint *cp,
+                             const struct store_change *changes, size_t n_changes,
+                             struct err *err);
+
+/* Lists the change rows of one checkpoint. Free with store_change_list_free(). */
+struct store_change_row {
+    char *path;
+    int kind;
+};
+int store_change_list(struct store *st, const char *session, int64_t id,
+                      struct store_change_row **out, size_t *n, struct err *err);
+void store_change_list_free(struct store_change_row *list, size_t n);
+
+/* Steps: the record of read-only calls made at a checkpoint ({tool, description}). */
+int store_step_append(struct store *st, const char *session, int64_t checkpoint, const char *tool,
+                      const char *description, struct err *err);
+struct store_step {
+    char *tool;
+    char *description;
+};
+int store_step_list(struct store *st, const char *session, int64_t checkpoint,
+                    struct store_step **out, size_t *n, struct err *err);
+void store_step_list_free(struct store_step *list, size_t n);
+
+/* ---- audit ---------------------------------------------------------------------- */
+
+struct store_audit {
+    int64_t id;      /* filled by append */
+    int64_t time_ms; /* 0: now */
+    pid_t pid;
+    const char *kind;           /* "call" or "event" */
+    const char *client_name;    /* may be NULL */
+    const char *client_version; /* may be NULL */
+    const char *session_id;     /* may be NULL */
+    const char *tool;           /* tool name, or the event name */
+    const char *summary;        /* one line */
+    const char *outcome;        /* "ok", "error", "denied", "cancelled" */
+    const char *error_code;     /* may be NULL */
+    int64_t duration_ms;
+    int64_t checkpoint_id; /* -1 if none */
+    const char *args;      /* full arguments as JSON text; may be NULL */
+    size_t args_len;
+};
+
+/*
+ * Appends one audit row, chaining its hash to the previous row's (read inside the
+ * same write transaction, so concurrent processes keep one chain). Large args are
+ * stored compressed.
+ */
+int store_audit_append(struct store *st, struct store_audit *row, struct err *err);
+
+/*
+ * Walks the chain from the first row. *ok is 1 if every row's hash matches its
+ * content and the previous hash; otherwise 0 with *bad_id the first row that does
+ * not (an edited, deleted or reordered row) and a message in err->msg describing it.
+ * *rows gets the number of rows checked.
+ */
+int store_audit_verify(struct store *st, int *ok, int64_t *bad_id, int64_t *rows,
+                       struct err *err);
+
+/* ---- maintenance ------------------------------------------------------------------ */
+
+struct store_stats {
+    int64_t file_bytes;     /* size of the DB file (plus WAL) */
+    int64_t sessions_open, sessions_closed;
+    int64_t checkpoints, checkpoints_hidden;
+    int64_t blobs, blob_bytes_logical, blob_bytes_stored;
+    int64_t audit_rows;
+    int64_t snapshots;
+    int schema_version;
+};
+int store_stats(struct store *st, struct store_stats *out, struct err *err);
+
+/* Runs PRAGMA integrity_check and foreign_key_check; *ok = 1 if both are clean. The
+ * first problem is described in err->msg when *ok is 0. */
+int store_check(struct store *st, int *ok, struct err *err);
+
+struct store_gc_opts {
+    int dry_run;
+    int64_t discarded_older_than_ms; /* delete hidden checkpoints older than this age; <0: keep */
+    int64_t closed_older_than_ms;    /* delete closed sessions older than this age; <0: keep */
+};
+struct store_gc_result {
+    int64_t checkpoints_deleted;
+    int64_t sessions_deleted;
+    int64_t blobs_deleted;
+    int64_t bytes_freed; /* stored bytes of the deleted blobs */
+};
+/*
+ * Mark and sweep: deletes hidden checkpoints and closed sessions past their age (when
+ * asked), then every blob no live row references (manifests, the blobs those
+ * manifests list, stdout/stderr, snapshots, audit args). With dry_run nothing changes
+ * and the result says what would go. The manifest format is read through the
+ * callback below so the store does not depend on the workspace module.
+ */
+typedef int (*store_manifest_refs_fn)(void *ctx, const void *manifest, size_t len,
+                                      void (*ref)(void *refctx, const uint8_t hash[HASH_LEN]),
+                                      void *refctx, struct err *err);
+int store_gc(struct store *st, const struct store_gc_opts *opts, store_manifest_refs_fn refs,
+             void *refs_ctx, struct store_gc_result *out, struct err *err);
+
+/* ---- escape hatch for modules in this layer only ------------------------------------ */
+
+/* The SQLite handle, for store_*.c files and the sqlite extension; others must not use it. */
+struct sqlite3 *store_db(struct store *st);
+
+#endif
