@@ -1,0 +1,1440 @@
+/*
+ * bwrap.c - the Linux sandbox: bubblewrap, a seccomp filter, rlimits and a pids cgroup.
+ *
+ * Design. One bwrap process per command, its argv built before the fork (never a shell
+ * string). The mount plan is in sandbox-profiles/linux-mounts.md; in short: a size-capped
+ * tmpfs at /tmp first (a later bind under /tmp must not be hidden by it, reference
+ * section 14 item 1), read-only system directories with /bin, /lib, /lib64, /sbin
+ * recreated as links on merged-/usr hosts (item 2), a narrow read-only /etc, the caller's
+ * read-only paths, a fresh /proc and minimal /dev with a capped /dev/shm, the workspace
+ * read-write at /workspace, overlays read-only on top, and finally the sandbox's own root
+ * remounted read-only so nothing can be written outside /workspace, /tmp and /dev/shm.
+ *
+ * Why we fork and exec bwrap ourselves instead of uv_spawn: uv_spawn runs no code between
+ * fork and exec, and we need four things there: (1) setrlimit for memory, CPU time, file
+ * size and core dumps, which are inherited by bwrap and everything it starts; (2) joining
+ * a fresh pids cgroup (when the daemon may create one) before bwrap can fork, so no
+ * process escapes the count; (3) placing exactly the fds bwrap needs at fixed numbers
+ * and closing every other one, including fds the daemon's own parent leaked to it without
+ * close-on-exec; (4) resetting signal dispositions (an ignored SIGPIPE is inherited across
+ * exec). The child runs only async-signal-safe calls. We then watch bwrap with a pidfd
+ * under uv_poll, which neither needs nor disturbs a SIGCHLD handler.
+ *
+ * Killing. bwrap reports the host pid of the sandbox's pid 1 on --json-status-fd; we hold
+ * a pidfd for it. Killing pid 1 of a pid namespace makes the kernel kill every process in
+ * it, so background jobs, setsid double-forks and processes that ignore SIGTERM all die;
+ * the kernel's pid-1 exit waits for them, so when bwrap is reaped the namespace is empty.
+ * A command that ends normally gets the same: bwrap's pid 1 exits when the command does.
+ *
+ * The process limit. RLIMIT_NPROC set before bwrap would count every process of the
+ * daemon's uid on the host (and is the cap of the new user namespace too), so it is set
+ * inside the sandbox instead, by the shell prelude (`ulimit`), where the kernel (5.14+,
+ * ucounts) counts per (user namespace, uid): one sandbox's fork bomb cannot starve
+ * another. Real uid 0 is exempt from RLIMIT_NPROC, so when the daemon runs as root we put
+ * bwrap in a fresh pids cgroup with pids.max instead (see docs/security.md).
+ */
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sched.h>
+
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/timeutil.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+/* The fds bwrap gets, at these numbers; everything else is closed. */
+enum { FD_STATUS = 3, FD_SECCOMP = 4, FD_COMMAND = 5, FD_EXECERR = 6, FD_FIRST_FREE = 7 };
+
+#define COMMAND_PATH "/.drun/command"
+#define STATUS_MAX   4096
+#define READ_CHUNK   65536
+#define DRAIN_MS     5000 /* after a kill, how long pipes may take to reach EOF */
+
+/* ---- argv vector ---------------------------------------------------------------- */
+
+struct argv_vec {
+    char **v;
+    size_t n, cap;
+    int failed;
+};
+
+static void
+argv_push(struct argv_vec *a, const char *s)
+{
+    if (a->failed) {
+        return;
+    }
+    if (a->n + 2 > a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        char **v = mem_realloc(a->v, cap * sizeof(*v));
+        if (v == NULL) {
+            a->failed = 1;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n] = mem_strdup(s);
+    if (a->v[a->n] == NULL) {
+        a->failed = 1;
+        return;
+    }
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+static void
+argv_push_u64(struct argv_vec *a, uint64_t x)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)x);
+    argv_push(a, tmp);
+}
+
+static void
+argv_free(struct argv_vec *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        mem_free(a->v[i]);
+    }
+    mem_free(a->v);
+    memset(a, 0, sizeof(*a));
+}
+
+/* ---- the running sandbox ---------------------------------------------------------- */
+
+struct sandbox {
+    uv_loop_t *loop;
+    struct sandbox_callbacks cb;
+    struct sandbox_limits lim;
+    pid_t bwrap_pid;
+    int bwrap_pidfd;
+    pid_t child_pid; /* host pid of the sandbox's pid 1, once bwrap reports it */
+    int child_pidfd;
+    uv_poll_t exit_poll;
+    uv_poll_t child_poll; /* on child_pidfd, once known */
+    int child_watch;      /* child_poll initialised */
+    int child_gone;       /* the sandbox's pid 1 has exited (or was never seen) */
+    uv_pipe_t out_pipe, err_pipe, status_pipe;
+    uv_timer_t timer;
+    int handles;                         /* initialised handles not yet closed */
+    int out_open, err_open, status_open; /* still reading */
+    int exited, wait_status, killing, done;
+    int64_t start_ms;
+    struct buf status;
+    char cgroup[SANDBOX_PATH_MAX]; /* our pids cgroup directory, or "" */
+    struct sandbox_result res;
+    char readbuf[READ_CHUNK];
+};
+
+static const char *
+bwrap_find(char *out, size_t size)
+{
+    static const char *fallback[] = {"/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"};
+    const char *path = getenv("PATH");
+
+    /* The daemon's PATH first, as the operator set it up; then the usual places. */
+    if (path != NULL) {
+        const char *p = path;
+        while (*p) {
+            const char *e = strchr(p, ':');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n > 0 && p[0] == '/' && n + 7 < size) {
+                snprintf(out, size, "%.*s/bwrap", (int)n, p);
+                if (access(out, X_OK) == 0) {
+                    return out;
+                }
+            }
+            p += n;
+            if (*p == ':') {
+                p++;
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(fallback) / sizeof(fallback[0]); i++) {
+        if (access(fallback[i], X_OK) == 0) {
+            snprintf(out, size, "%s", fallback[i]);
+            return out;
+        }
+    }
+    return NULL;
+}
+
+void
+sandbox_limits_default(struct sandbox_limits *l)
+{
+    l->timeout_ms = 30000;
+    l->memory_bytes = (uint64_t)4 << 30;
+    l->cpu_secs = 60;
+    l->file_size_bytes = (uint64_t)1 << 30;
+    l->nproc = 256;
+    l->tmp_size_bytes = (uint64_t)256 << 20;
+    l->max_output_bytes = (size_t)16 << 20;
+    l->max_command_bytes = SANDBOX_COMMAND_MAX_DEFAULT;
+}
+
+static void
+limits_fill(struct sandbox_limits *l, const struct sandbox_limits *in)
+{
+    struct sandbox_limits d;
+
+    sandbox_limits_default(&d);
+    *l = *in;
+    if (l->timeout_ms <= 0) {
+        l->timeout_ms = d.timeout_ms;
+    }
+    if (l->memory_bytes == 0) {
+        l->memory_bytes = d.memory_bytes;
+    }
+    if (l->cpu_secs == 0) {
+        l->cpu_secs = d.cpu_secs;
+    }
+    if (l->file_size_bytes == 0) {
+        l->file_size_bytes = d.file_size_bytes;
+    }
+    if (l->nproc == 0) {
+        l->nproc = d.nproc;
+    }
+    if (l->tmp_size_bytes == 0) {
+        l->tmp_size_bytes = d.tmp_size_bytes;
+    }
+    if (l->max_output_bytes == 0) {
+        l->max_output_bytes = d.max_output_bytes;
+    }
+    if (l->max_command_bytes == 0) {
+        l->max_command_bytes = d.max_command_bytes;
+    }
+}
+
+/* ---- spec validation --------------------------------------------------------------- */
+
+static int
+valid_key(const char *k)
+{
+    const char *p = k;
+
+    if (k == NULL || *k == '\0' || *k == '/' || strlen(k) >= SANDBOX_PATH_MAX / 2) {
+        return 0;
+    }
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+            return 0;
+        }
+        p += n;
+        if (*p == '/') {
+            p++;
+            if (*p == '\0') {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A host path that must never be bound read-only at its own place in the sandbox. */
+static int
+reserved_target(const char *p)
+{
+    static const char *const bad[] = {"/proc", "/dev", "/workspace", "/.drun"};
+
+    if (strcmp(p, "/") == 0) {
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t n = strlen(bad[i]);
+        if (strncmp(p, bad[i], n) == 0 && (p[n] == '\0' || p[n] == '/')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+env_name_ok(const char *e, size_t n)
+{
+    static const char *const fixed[] = {"PATH", "HOME", "TMPDIR", "LANG", "TERM"};
+
+    if (n == 0 || !((e[0] >= 'A' && e[0] <= 'Z') || (e[0] >= 'a' && e[0] <= 'z') || e[0] == '_')) {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        char c = e[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_')) {
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        if (strlen(fixed[i]) == n && memcmp(fixed[i], e, n) == 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+spec_check(const struct sandbox_spec *spec, const struct sandbox_limits *lim, struct err *err)
+{
+    struct stat st;
+
+    if (spec->workspace_dir == NULL || spec->workspace_dir[0] != '/') {
+        return err_set(err, ERR_INVAL, "workspace directory '%s' is not an absolute path",
+                       spec->workspace_dir ? spec->workspace_dir : "");
+    }
+    if (stat(spec->workspace_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        return err_set(err, ERR_NOTFOUND, "workspace directory '%s' does not exist",
+                       spec->workspace_dir);
+    }
+    if (spec->command == NULL) {
+        return err_set(err, ERR_INVAL, "no command given");
+    }
+    if (lim->max_command_bytes > SANDBOX_COMMAND_MAX_LIMIT) {
+        return err_set(err, ERR_INVAL, "command cap %zu is above the most allowed (%zu bytes)",
+                       lim->max_command_bytes, SANDBOX_COMMAND_MAX_LIMIT);
+    }
+    if (spec->command_len > lim->max_command_bytes) {
+        return err_set(err, ERR_TOOBIG,
+                       "command is %zu bytes, more than the %zu allowed; put long scripts in "
+                       "a workspace file and run that",
+                       spec->command_len, lim->max_command_bytes);
+    }
+    if (memchr(spec->command, '\0', spec->command_len) != NULL) {
+        return err_set(err, ERR_INVAL, "command contains a NUL byte; remove it");
+    }
+    if (spec->n_ro_paths > SANDBOX_RO_PATHS_MAX) {
+        return err_set(err, ERR_TOOBIG, "%zu read-only paths given, more than the %d allowed",
+                       spec->n_ro_paths, SANDBOX_RO_PATHS_MAX);
+    }
+    for (size_t i = 0; i < spec->n_ro_paths; i++) {
+        const char *p = spec->ro_paths[i];
+        if (p == NULL || p[0] != '/' || strlen(p) >= SANDBOX_PATH_MAX) {
+            return err_set(err, ERR_INVAL, "read-only path '%s' is not an absolute path",
+                           p ? p : "");
+        }
+    }
+    if (spec->n_overlays > SANDBOX_OVERLAYS_MAX) {
+        return err_set(err, ERR_TOOBIG, "%zu overlays given, more than the %d allowed",
+                       spec->n_overlays, SANDBOX_OVERLAYS_MAX);
+    }
+    for (size_t i = 0; i < spec->n_overlays; i++) {
+        const struct sandbox_overlay *o = &spec->overlays[i];
+        if (!valid_key(o->key)) {
+            return err_set(err, ERR_INVAL,
+                           "overlay key '%s' is not a relative workspace path without '.' or "
+                           "'..' components",
+                           o->key ? o->key : "");
+        }
+        if (o->host_dir == NULL || o->host_dir[0] != '/' || stat(o->host_dir, &st) < 0 ||
+            !S_ISDIR(st.st_mode)) {
+            return err_set(err, ERR_NOTFOUND, "overlay directory '%s' does not exist",
+                           o->host_dir ? o->host_dir : "");
+        }
+    }
+    if (spec->n_env > SANDBOX_ENV_MAX) {
+        return err_set(err, ERR_TOOBIG, "%zu environment variables given, more than the %d allowed",
+                       spec->n_env, SANDBOX_ENV_MAX);
+    }
+    for (size_t i = 0; i < spec->n_env; i++) {
+        const char *e = spec->env[i];
+        const char *eq = e ? strchr(e, '=') : NULL;
+        if (eq == NULL || !env_name_ok(e, (size_t)(eq - e)) || strlen(e) > 65536) {
+            return err_set(err, ERR_INVAL,
+                           "environment entry '%.64s' is not NAME=value with a name other than "
+                           "PATH, HOME, TMPDIR, LANG or TERM",
+                           e ? e : "");
+        }
+    }
+    if (spec->path_env != NULL && (strlen(spec->path_env) > 65536 || spec->path_env[0] == '\0')) {
+        return err_set(err, ERR_INVAL, "PATH for the sandbox is empty or too long");
+    }
+    return 0;
+}
+
+/* ---- the bwrap argv ---------------------------------------------------------------- */
+
+/*
+ * The parts of /etc a shell and common tools need. Everything else of /etc (shadow, ssh
+ * host keys, the machine id, sudoers, resolver and proxy configs, drun's own config) stays
+ * out: it is either secret, a fingerprint, or useless without network.
+ */
+static const char *const etc_entries[] = {
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "localtime",
+    "timezone",
+    "locale.alias",
+    "locale.conf",
+    "default/locale",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "crypto-policies",
+    "mime.types",
+    "services",
+    "protocols",
+    "magic",
+    "magic.mime",
+    "profile",
+    "bash.bashrc",
+    "inputrc",
+    "environment",
+    "os-release",
+    "debian_version",
+    "python3",
+    "perl",
+    "gitconfig",
+    "npmrc",
+    "pip.conf",
+    "java-17-openjdk",
+    "fonts",
+};
+
+static void
+bind_system(struct argv_vec *a)
+{
+    static const char *const top[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+    char path[64], target[SANDBOX_PATH_MAX];
+    struct stat st;
+
+    argv_push(a, "--ro-bind");
+    argv_push(a, "/usr");
+    argv_push(a, "/usr");
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+        snprintf(path, sizeof(path), "/%s", top[i]);
+        if (lstat(path, &st) < 0) {
+            continue;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            /* Merged /usr: recreate the link, or the ELF interpreter in /lib64 is missing. */
+            ssize_t n = readlink(path, target, sizeof(target) - 1);
+            if (n <= 0) {
+                continue;
+            }
+            target[n] = '\0';
+            argv_push(a, "--symlink");
+            argv_push(a, target);
+            argv_push(a, path);
+        } else if (S_ISDIR(st.st_mode)) {
+            argv_push(a, "--ro-bind");
+            argv_push(a, path);
+            argv_push(a, path);
+        }
+    }
+    for (size_t i = 0; i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
+        snprintf(target, sizeof(target), "/etc/%s", etc_entries[i]);
+        if (lstat(target, &st) == 0) {
+            argv_push(a, "--ro-bind");
+            argv_push(a, target);
+            argv_push(a, target);
+        }
+    }
+    if (stat("/opt", &st) == 0 && S_ISDIR(st.st_mode)) {
+        argv_push(a, "--ro-bind");
+        argv_push(a, "/opt");
+        argv_push(a, "/opt");
+    }
+}
+
+static int
+build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, const char *bwrap,
+           int with_fds, struct argv_vec *a, struct err *err)
+{
+    char resolved[PATH_MAX], ws[PATH_MAX], prelude[256];
+    struct stat st;
+
+    if (realpath(spec->workspace_dir, ws) == NULL) {
+        return err_set(err, ERR_NOTFOUND, "workspace directory '%s' cannot be resolved: %s",
+                       spec->workspace_dir, strerror(errno));
+    }
+    argv_push(a, bwrap);
+    /* Namespaces: user, pid, net, ipc, uts, cgroup; no way to make another user ns. */
+    argv_push(a, "--unshare-all");
+    argv_push(a, "--unshare-user");
+    argv_push(a, "--disable-userns");
+    if (spec->network) {
+        argv_push(a, "--share-net");
+    }
+    argv_push(a, "--die-with-parent");
+    argv_push(a, "--new-session");
+    argv_push(a, "--cap-drop");
+    argv_push(a, "ALL");
+    argv_push(a, "--clearenv");
+    argv_push(a, "--setenv");
+    argv_push(a, "PATH");
+    argv_push(a, spec->path_env ? spec->path_env : "/usr/local/bin:/usr/bin:/bin");
+    argv_push(a, "--setenv");
+    argv_push(a, "HOME");
+    argv_push(a, "/tmp/home");
+    argv_push(a, "--setenv");
+    argv_push(a, "TMPDIR");
+    argv_push(a, "/tmp");
+    argv_push(a, "--setenv");
+    argv_push(a, "LANG");
+    argv_push(a, "C.UTF-8");
+    argv_push(a, "--setenv");
+    argv_push(a, "TERM");
+    argv_push(a, "dumb");
+    for (size_t i = 0; i < spec->n_env; i++) {
+        const char *eq = strchr(spec->env[i], '=');
+        char name[256];
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - spec->env[i]), spec->env[i]);
+        argv_push(a, "--setenv");
+        argv_push(a, name);
+        argv_push(a, eq + 1);
+    }
+    /* /tmp first: a bind under /tmp added later stays visible (reference 14.1). */
+    argv_push(a, "--size");
+    argv_push_u64(a, lim->tmp_size_bytes);
+    argv_push(a, "--tmpfs");
+    argv_push(a, "/tmp");
+    argv_push(a, "--dir");
+    argv_push(a, "/tmp/home");
+    bind_system(a);
+    for (size_t i = 0; i < spec->n_ro_paths; i++) {
+        /* Missing entries are skipped (a $PATH entry may not exist); links resolved. */
+        if (realpath(spec->ro_paths[i], resolved) == NULL || reserved_target(resolved)) {
+            continue;
+        }
+        argv_push(a, "--ro-bind");
+        argv_push(a, resolved);
+        argv_push(a, resolved);
+    }
+    argv_push(a, "--proc");
+    argv_push(a, "/proc");
+    argv_push(a, "--dev");
+    argv_push(a, "/dev");
+    argv_push(a, "--size");
+    argv_push_u64(a, lim->tmp_size_bytes);
+    argv_push(a, "--tmpfs");
+    argv_push(a, "/dev/shm");
+    argv_push(a, "--remount-ro");
+    argv_push(a, "/dev");
+    argv_push(a, "--bind");
+    argv_push(a, ws);
+    argv_push(a, "/workspace");
+    for (size_t i = 0; i < spec->n_overlays; i++) {
+        char dest[SANDBOX_PATH_MAX];
+        if (realpath(spec->overlays[i].host_dir, resolved) == NULL || stat(resolved, &st) < 0 ||
+            !S_ISDIR(st.st_mode)) {
+            continue;
+        }
+        snprintf(dest, sizeof(dest), "/workspace/%s", spec->overlays[i].key);
+        argv_push(a, "--ro-bind");
+        argv_push(a, resolved);
+        argv_push(a, dest);
+    }
+    if (with_fds) {
+        argv_push(a, "--ro-bind-data");
+        argv_push_u64(a, FD_COMMAND);
+        argv_push(a, COMMAND_PATH);
+        argv_push(a, "--seccomp");
+        argv_push_u64(a, FD_SECCOMP);
+        argv_push(a, "--json-status-fd");
+        argv_push_u64(a, FD_STATUS);
+    }
+    /* Last: the sandbox's own root tmpfs becomes read-only (no writes to /foo). */
+    argv_push(a, "--remount-ro");
+    argv_push(a, "/");
+    argv_push(a, "--chdir");
+    argv_push(a, "/workspace");
+    argv_push(a, "--");
+    argv_push(a, "/bin/sh");
+    argv_push(a, "-c");
+    /*
+     * The process limit is set here, inside the sandbox's user namespace, so the kernel
+     * counts this sandbox's processes only (dash spells it -p, bash -u). Then the script is
+     * sourced from the read-only file, keeping `sh -c` semantics without an argv string.
+     */
+    snprintf(prelude, sizeof(prelude),
+             "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; . " COMMAND_PATH,
+             (unsigned long long)lim->nproc, (unsigned long long)lim->nproc);
+    argv_push(a, with_fds ? prelude : "echo hi");
+    argv_push(a, "sh");
+    if (a->failed) {
+        return err_set(err, ERR_NOMEM, "out of memory building the sandbox command line");
+    }
+    return 0;
+}
+
+/* ---- seccomp -------------------------------------------------------------------- */
+
+/*
+ * The filter bwrap installs before it execs the shell. Each rule names the attack it stops:
+ *   keyctl, add_key, request_key: reading or planting keys in the daemon user's keyrings
+ *     (keyrings are not namespaced by mount or pid namespaces);
+ *   socket(AF_UNIX): connecting to a host daemon's socket that sits under a read-only bind
+ *     (abstract sockets are already cut off by the network namespace); socketpair stays;
+ *   ioctl TIOCSTI / TIOCLINUX: typing into a terminal (bwrap's --new-session also stops it);
+ *   clone with CLONE_NEWUSER, clone3 (its flags are out of reach, so ENOSYS makes libc fall
+ *     back to clone), unshare, setns, mount, umount2, pivot_root, chroot: a new user
+ *     namespace is the usual first step of kernel exploits and of escaping mount rules;
+ *   ptrace, process_vm_*: debugging other processes (defence in depth);
+ *   bpf, perf_event_open, userfaultfd, kexec_*, *_module, iopl, ioperm, swapon, swapoff,
+ *     reboot, syslog, acct, quotactl, open_by_handle_at, lookup_dcookie, add_key: kernel
+ *     attack surface no shell command needs.
+ * A 32-bit (int 0x80) or x32 syscall kills the process: the filter is built for the native
+ * ABI only, and libseccomp's default bad-arch action refuses the others.
+ */
+static int
+seccomp_memfd(struct err *err)
+{
+    static const int deny[] = {
+        SCMP_SYS(keyctl),
+        SCMP_SYS(add_key),
+        SCMP_SYS(request_key),
+        SCMP_SYS(unshare),
+        SCMP_SYS(setns),
+        SCMP_SYS(mount),
+        SCMP_SYS(umount2),
+        SCMP_SYS(pivot_root),
+        SCMP_SYS(chroot),
+        SCMP_SYS(ptrace),
+        SCMP_SYS(process_vm_readv),
+        SCMP_SYS(process_vm_writev),
+        SCMP_SYS(bpf),
+        SCMP_SYS(perf_event_open),
+        SCMP_SYS(userfaultfd),
+        SCMP_SYS(kexec_load),
+        SCMP_SYS(kexec_file_load),
+        SCMP_SYS(init_module),
+        SCMP_SYS(finit_module),
+        SCMP_SYS(delete_module),
+        SCMP_SYS(iopl),
+        SCMP_SYS(ioperm),
+        SCMP_SYS(swapon),
+        SCMP_SYS(swapoff),
+        SCMP_SYS(reboot),
+        SCMP_SYS(syslog),
+        SCMP_SYS(acct),
+        SCMP_SYS(quotactl),
+        SCMP_SYS(open_by_handle_at),
+        SCMP_SYS(lookup_dcookie),
+        SCMP_SYS(fsopen),
+        SCMP_SYS(fsmount),
+        SCMP_SYS(move_mount),
+        SCMP_SYS(open_tree),
+    };
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int fd = -1, rc = 0;
+
+    if (ctx == NULL) {
+        return err_set(err, ERR_NOMEM, "cannot build the seccomp filter");
+    }
+    for (size_t i = 0; i < sizeof(deny) / sizeof(deny[0]); i++) {
+        if (deny[i] < 0) {
+            continue; /* not on this architecture */
+        }
+        rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), deny[i], 0);
+    }
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                           SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                           SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    if (rc != 0) {
+        seccomp_release(ctx);
+        return err_set(err, ERR_INTERNAL, "cannot build the seccomp filter: a rule was refused");
+    }
+    fd = memfd_create("drun-seccomp", MFD_CLOEXEC);
+    if (fd < 0) {
+        seccomp_release(ctx);
+        return err_set(err, ERR_IO, "cannot create a memfd for the seccomp filter: %s",
+                       strerror(errno));
+    }
+    if (seccomp_export_bpf(ctx, fd) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+        seccomp_release(ctx);
+        close(fd);
+        return err_set(err, ERR_IO, "cannot export the seccomp filter");
+    }
+    seccomp_release(ctx);
+    return fd;
+}
+
+/* ---- the pids cgroup (root only) ---------------------------------------------------- */
+
+/*
+ * Makes a fresh pids cgroup below ours with pids.max = nproc and returns an fd for its
+ * cgroup.procs (the child writes "0" into it before exec), or -1 if the host offers none
+ * we may use. Works with the v1 pids hierarchy and with v2 when our cgroup delegates pids.
+ */
+static int
+cgroup_make(struct sandbox *sb)
+{
+    static unsigned long seq;
+    char line[1024], base[SANDBOX_PATH_MAX], file[SANDBOX_PATH_MAX + 32];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    int found = 0, fd;
+
+    sb->cgroup[0] = '\0';
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *nl = strchr(line, '\n'), *c1 = strchr(line, ':'), *c2;
+        if (nl) {
+            *nl = '\0';
+        }
+        if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL) {
+            continue;
+        }
+        *c2 = '\0';
+        if (strcmp(c1 + 1, "pids") == 0) {
+            snprintf(base, sizeof(base), "/sys/fs/cgroup/pids%s",
+                     strcmp(c2 + 1, "/") ? c2 + 1 : "");
+            found = 1;
+            break;
+        }
+        if (c1[1] == '\0' && strcmp(line, "0") == 0) {
+            snprintf(base, sizeof(base), "/sys/fs/cgroup%s", strcmp(c2 + 1, "/") ? c2 + 1 : "");
+            snprintf(file, sizeof(file), "%s/cgroup.subtree_control", base);
+            FILE *sc = fopen(file, "re");
+            char ctl[256] = "";
+            if (sc != NULL) {
+                if (fgets(ctl, sizeof(ctl), sc) == NULL) {
+                    ctl[0] = '\0';
+                }
+                fclose(sc);
+            }
+            found = strstr(ctl, "pids") != NULL;
+        }
+    }
+    fclose(f);
+    if (!found) {
+        return -1;
+    }
+    snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/drun-sandbox-%d-%lu", base, (int)getpid(), ++seq);
+    if (mkdir(sb->cgroup, 0700) < 0) {
+        sb->cgroup[0] = '\0';
+        return -1;
+    }
+    snprintf(file, sizeof(file), "%s/pids.max", sb->cgroup);
+    fd = open(file, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char num[32];
+        int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)sb->lim.nproc);
+        if (write(fd, num, (size_t)n) != n) {
+            close(fd);
+            fd = -1;
+        } else {
+            close(fd);
+            snprintf(file, sizeof(file), "%s/cgroup.procs", sb->cgroup);
+            fd = open(file, O_WRONLY | O_CLOEXEC);
+        }
+    }
+    if (fd < 0) {
+        rmdir(sb->cgroup);
+        sb->cgroup[0] = '\0';
+    }
+    return fd;
+}
+
+/*
+ * Removes a finished sandbox's cgroup. The kernel may still hold it for a moment after
+ * the last process is reaped (EBUSY); such directories are retried on the next call.
+ */
+static void
+cgroup_remove(const char *dir)
+{
+    static char pending[8][SANDBOX_PATH_MAX];
+
+    for (size_t i = 0; i < 8; i++) {
+        if (pending[i][0] && (rmdir(pending[i]) == 0 || errno == ENOENT)) {
+            pending[i][0] = '\0';
+        }
+    }
+    if (dir == NULL || rmdir(dir) == 0) {
+        return;
+    }
+    for (size_t i = 0; i < 8; i++) {
+        if (!pending[i][0]) {
+            snprintf(pending[i], sizeof(pending[i]), "%s", dir);
+            return;
+        }
+    }
+    log_warn("cannot remove cgroup '%s': %s", dir, strerror(errno));
+}
+
+/* Returns 1 if the cgroup refused a fork (pids.events "max N" with N > 0). */
+static int
+cgroup_hit_max(const struct sandbox *sb)
+{
+    char file[SANDBOX_PATH_MAX + 32], line[128];
+    FILE *f;
+    int hit = 0;
+
+    snprintf(file, sizeof(file), "%s/pids.events", sb->cgroup);
+    f = fopen(file, "re");
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "max ", 4) == 0 && strtoull(line + 4, NULL, 10) > 0) {
+            hit = 1;
+        }
+    }
+    fclose(f);
+    return hit;
+}
+
+/* ---- the child, between fork and exec (async-signal-safe calls only) ------------------ */
+
+struct child_plan {
+    const char *bwrap;
+    char *const *argv;
+    int src[FD_FIRST_FREE]; /* fd to place at each number 0..6 */
+    int cgroup_fd;
+    struct rlimit rl_as, rl_cpu, rl_fsize, rl_core;
+};
+
+static void
+child_fail(int code)
+{
+    int e = code;
+    ssize_t w = write(FD_EXECERR, &e, sizeof(e));
+    (void)w;
+    _exit(127);
+}
+
+__attribute__((noreturn)) static void
+child_exec(const struct child_plan *cp)
+{
+    static char *const no_env[] = {NULL};
+    struct sigaction sa;
+    sigset_t none;
+    int tmp[FD_FIRST_FREE];
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        sigaction(s, &sa, NULL); /* SIGKILL and SIGSTOP fail; that is fine */
+    }
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Join the pids cgroup before bwrap exists, so no process is ever outside it. */
+    if (cp->cgroup_fd >= 0 && write(cp->cgroup_fd, "0", 1) != 1) {
+        int e = errno;
+        ssize_t w = write(cp->src[FD_EXECERR], &e, sizeof(e));
+        (void)w;
+        _exit(127);
+    }
+    /* Move every fd above the targets first so no dup2 clobbers a source. */
+    for (int i = 0; i < FD_FIRST_FREE; i++) {
+        tmp[i] = fcntl(cp->src[i], F_DUPFD, 64);
+        if (tmp[i] < 0) {
+            _exit(127);
+        }
+    }
+    for (int i = 0; i < FD_FIRST_FREE; i++) {
+        if (dup2(tmp[i], i) < 0) {
+            _exit(127);
+        }
+    }
+    fcntl(FD_EXECERR, F_SETFD, FD_CLOEXEC);
+    if (syscall(SYS_close_range, FD_FIRST_FREE, ~0U, 0) < 0) {
+        for (int fd = FD_FIRST_FREE; fd < 65536; fd++) {
+            close(fd);
+        }
+    }
+    if (setrlimit(RLIMIT_AS, &cp->rl_as) < 0 || setrlimit(RLIMIT_CPU, &cp->rl_cpu) < 0 ||
+        setrlimit(RLIMIT_FSIZE, &cp->rl_fsize) < 0 || setrlimit(RLIMIT_CORE, &cp->rl_core) < 0) {
+        child_fail(errno);
+    }
+    /* bwrap gets an environment built from scratch: its pid 1 shows nothing of ours. */
+    execve(cp->bwrap, cp->argv, no_env);
+    child_fail(errno);
+    _exit(127);
+}
+
+/* ---- event handling --------------------------------------------------------------- */
+
+static void
+on_close(uv_handle_t *h)
+{
+    struct sandbox *sb = h->data;
+
+    if (h == (uv_handle_t *)&sb->exit_poll && sb->bwrap_pidfd >= 0) {
+        close(sb->bwrap_pidfd);
+        sb->bwrap_pidfd = -1;
+    }
+    if (--sb->handles == 0) {
+        if (sb->child_pidfd >= 0) {
+            close(sb->child_pidfd);
+            sb->child_pidfd = -1;
+        }
+        buf_release(&sb->status);
+        mem_free(sb);
+    }
+}
+
+static void
+close_handle(struct sandbox *sb, uv_handle_t *h)
+{
+    (void)sb;
+    if (!uv_is_closing(h)) {
+        uv_close(h, on_close);
+    }
+}
+
+static void
+signal_kill(int pidfd, pid_t pid)
+{
+    if (pidfd >= 0) {
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0 || errno == ESRCH) {
+            return;
+        }
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+    }
+}
+
+/* Kills the sandbox's pid 1 (which takes its whole pid namespace along), then bwrap. */
+static void
+kill_all(struct sandbox *sb)
+{
+    if (sb->exited) {
+        return;
+    }
+    sb->killing = 1;
+    if (sb->child_pid > 0) {
+        signal_kill(sb->child_pidfd, sb->child_pid);
+    }
+    signal_kill(sb->bwrap_pidfd, 0);
+    /* Pipes reach EOF once the namespace is gone; bound the wait anyway. */
+    uv_timer_stop(&sb->timer);
+    uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+}
+
+static int
+contains_ci(const char *hay, size_t n, const char *needle)
+{
+    size_t m = strlen(needle);
+    for (size_t i = 0; i + m <= n; i++) {
+        if (strncasecmp(hay + i, needle, m) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void
+finish(struct sandbox *sb)
+{
+    struct sandbox_result *r = &sb->res;
+    const char *tail = r->err.tail;
+    size_t tn = r->err.tail_len;
+    int st = sb->wait_status;
+
+    if (sb->done) {
+        return;
+    }
+    sb->done = 1;
+    r->duration_ms = time_mono_ms() - sb->start_ms;
+    if (WIFEXITED(st)) {
+        r->exit_code = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+        r->exit_code = 128 + WTERMSIG(st);
+    } else {
+        r->exit_code = 255;
+    }
+    if (r->exit_code > 128 && r->exit_code < 128 + NSIG) {
+        r->signal = r->exit_code - 128;
+    }
+    if (sb->child_pid <= 0 && !sb->killing) {
+        /* bwrap never started the command: its own setup failed. */
+        r->failed = 1;
+        err_set(&r->error, ERR_IO,
+                "the sandbox could not start (bwrap exited %d: %.*s); run 'drun-mcp doctor' "
+                "for the fix",
+                r->exit_code, (int)(tn > 160 ? 160 : tn), tail);
+    }
+    if (r->timed_out) {
+        r->limit_hit = "timeout";
+    } else if (sb->cgroup[0] && cgroup_hit_max(sb)) {
+        r->limit_hit = "processes";
+    } else if (r->signal == SIGXCPU) {
+        r->limit_hit = "cpu";
+    } else if (r->signal == SIGXFSZ || (r->exit_code && contains_ci(tail, tn, "file too large"))) {
+        r->limit_hit = "file_size";
+    } else if (contains_ci(tail, tn, "cannot fork") || contains_ci(tail, tn, "fork: retry") ||
+               contains_ci(tail, tn, "fork: resource temporarily")) {
+        /* A refused fork shows as the shell's message even when the script still exits 0. */
+        r->limit_hit = "processes";
+    } else if (r->exit_code &&
+               (contains_ci(tail, tn, "cannot allocate memory") ||
+                contains_ci(tail, tn, "out of memory") || contains_ci(tail, tn, "memoryerror"))) {
+        r->limit_hit = "memory";
+    } else if (r->out.truncated || r->err.truncated) {
+        r->limit_hit = "output";
+    }
+    if (sb->cgroup[0]) {
+        cgroup_remove(sb->cgroup);
+    }
+    uv_timer_stop(&sb->timer);
+    close_handle(sb, (uv_handle_t *)&sb->timer);
+    close_handle(sb, (uv_handle_t *)&sb->exit_poll);
+    if (sb->child_watch) {
+        close_handle(sb, (uv_handle_t *)&sb->child_poll);
+    }
+    close_handle(sb, (uv_handle_t *)&sb->out_pipe);
+    close_handle(sb, (uv_handle_t *)&sb->err_pipe);
+    close_handle(sb, (uv_handle_t *)&sb->status_pipe);
+    /* The result moves to the caller; the handle frees itself in the close callbacks. */
+    sb->cb.on_exit(sb->cb.ud, r);
+}
+
+static void
+maybe_finish(struct sandbox *sb)
+{
+    /*
+     * bwrap may exit as soon as its pid 1 reports the status, while pid 1 is still
+     * tearing the namespace down; wait for pid 1 too, so nothing is left when we answer.
+     */
+    if (sb->exited && !sb->out_open && !sb->err_open && (sb->child_gone || !sb->child_watch)) {
+        finish(sb);
+    }
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct sandbox *sb = h->data;
+    (void)suggested;
+    b->base = sb->readbuf;
+    b->len = sizeof(sb->readbuf);
+}
+
+static void
+capture(struct sandbox_output *o, size_t max, const char *p, size_t n)
+{
+    size_t room = max > o->data.len ? max - o->data.len : 0;
+    size_t keep = n < room ? n : room;
+
+    o->total += n;
+    if (keep > 0 && buf_append(&o->data, p, keep) < 0) {
+        keep = 0;
+    }
+    if (keep < n) {
+        o->truncated = 1;
+    }
+    if (n >= SANDBOX_TAIL_BYTES) {
+        memcpy(o->tail, p + n - SANDBOX_TAIL_BYTES, SANDBOX_TAIL_BYTES);
+        o->tail_len = SANDBOX_TAIL_BYTES;
+    } else {
+        size_t drop =
+            o->tail_len + n > SANDBOX_TAIL_BYTES ? o->tail_len + n - SANDBOX_TAIL_BYTES : 0;
+        memmove(o->tail, o->tail + drop, o->tail_len - drop);
+        o->tail_len -= drop;
+        memcpy(o->tail + o->tail_len, p, n);
+        o->tail_len += n;
+    }
+}
+
+static void
+on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct sandbox *sb = s->data;
+    int is_out = s == (uv_stream_t *)&sb->out_pipe;
+
+    if (n > 0) {
+        struct sandbox_output *o = is_out ? &sb->res.out : &sb->res.err;
+        capture(o, sb->lim.max_output_bytes, b->base, (size_t)n);
+        if (sb->cb.on_output != NULL) {
+            sb->cb.on_output(sb->cb.ud, is_out ? SANDBOX_STDOUT : SANDBOX_STDERR, b->base,
+                             (size_t)n);
+        }
+        return;
+    }
+    if (n < 0) {
+        uv_read_stop(s);
+        if (is_out) {
+            sb->out_open = 0;
+        } else {
+            sb->err_open = 0;
+        }
+        maybe_finish(sb);
+    }
+}
+
+static void
+on_child_gone(uv_poll_t *h, int status, int events)
+{
+    struct sandbox *sb = h->data;
+    (void)status;
+    (void)events;
+
+    uv_poll_stop(h);
+    sb->child_gone = 1;
+    maybe_finish(sb);
+}
+
+static void
+on_status(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct sandbox *sb = s->data;
+    const char *p;
+
+    if (n < 0) {
+        uv_read_stop(s);
+        sb->status_open = 0;
+        return;
+    }
+    if (n == 0 || buf_append(&sb->status, b->base, (size_t)n) < 0 || sb->child_pid > 0) {
+        return;
+    }
+    p = strstr(buf_cstr(&sb->status), "\"child-pid\"");
+    if (p != NULL && strchr(p, '}') != NULL) {
+        p = strchr(p, ':');
+        if (p != NULL) {
+            long pid = strtol(p + 1, NULL, 10);
+            if (pid > 1 && pid <= INT_MAX) {
+                sb->child_pid = (pid_t)pid;
+                /* A pidfd pins the process: a later kill cannot hit a reused pid. */
+                sb->child_pidfd = (int)syscall(SYS_pidfd_open, sb->child_pid, 0);
+                if (sb->child_pidfd >= 0 &&
+                    uv_poll_init(sb->loop, &sb->child_poll, sb->child_pidfd) == 0) {
+                    sb->child_poll.data = sb;
+                    sb->child_watch = 1;
+                    sb->handles++;
+                    uv_poll_start(&sb->child_poll, UV_READABLE, on_child_gone);
+                }
+                if (sb->killing) {
+                    signal_kill(sb->child_pidfd, sb->child_pid);
+                }
+            }
+        }
+    }
+}
+
+static void
+on_exit_ready(uv_poll_t *h, int status, int events)
+{
+    struct sandbox *sb = h->data;
+    int st;
+    pid_t r;
+    (void)status;
+    (void)events;
+
+    r = waitpid(sb->bwrap_pid, &st, WNOHANG);
+    if (r == 0) {
+        return;
+    }
+    uv_poll_stop(h);
+    sb->exited = 1;
+    sb->wait_status = r == sb->bwrap_pid ? st : (255 << 8);
+    /* pid 1 of the namespace is gone with bwrap; the pipes follow. Bound the wait. */
+    if (!sb->killing) {
+        uv_timer_stop(&sb->timer);
+        uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+    }
+    maybe_finish(sb);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+    struct sandbox *sb = t->data;
+
+    if (!sb->exited && !sb->killing) {
+        sb->res.timed_out = 1;
+        kill_all(sb);
+        return;
+    }
+    if (!sb->exited) {
+        /* SIGKILL was sent DRAIN_MS ago and bwrap still is not reaped: should not happen. */
+        log_warn("sandbox process %d did not exit after SIGKILL", (int)sb->bwrap_pid);
+        uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+        return;
+    }
+    /* Exited but a pipe is still open: something outside the namespace holds it. */
+    sb->out_open = sb->err_open = 0;
+    maybe_finish(sb);
+}
+
+void
+sandbox_cancel(struct sandbox *sb)
+{
+    if (sb == NULL || sb->done) {
+        return;
+    }
+    if (!sb->res.cancelled && !sb->exited) {
+        sb->res.cancelled = 1;
+        kill_all(sb);
+    }
+}
+
+/* ---- start ------------------------------------------------------------------------ */
+
+static int
+open_pipe(int fds[2], struct err *err)
+{
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        return err_set(err, ERR_IO, "cannot create a pipe: %s", strerror(errno));
+    }
+    return 0;
+}
+
+static void
+set_rl(struct rlimit *r, uint64_t v)
+{
+    r->rlim_cur = (rlim_t)v;
+    r->rlim_max = (rlim_t)v;
+}
+
+int
+sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct sandbox_callbacks *cb,
+              struct sandbox **out, struct err *err)
+{
+    struct sandbox *sb = NULL;
+    struct argv_vec a = {0};
+    struct child_plan cp;
+    char bwrap[SANDBOX_PATH_MAX];
+    int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_st[2] = {-1, -1}, p_ex[2] = {-1, -1};
+    int devnull = -1, seccomp_fd = -1, cmd_fd = -1, cgroup_fd = -1;
+    int rc = -1, e = 0;
+    ssize_t n;
+    pid_t pid;
+
+    *out = NULL;
+    if (cb == NULL || cb->on_exit == NULL) {
+        return err_set(err, ERR_INVAL, "sandbox_start needs an on_exit callback");
+    }
+    sb = mem_calloc(1, sizeof(*sb));
+    if (sb == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory starting the sandbox");
+    }
+    sb->bwrap_pidfd = sb->child_pidfd = -1;
+    limits_fill(&sb->lim, &spec->limits);
+    if (spec_check(spec, &sb->lim, err) < 0) {
+        goto out;
+    }
+    if (bwrap_find(bwrap, sizeof(bwrap)) == NULL) {
+        err_set(err, ERR_NOTFOUND,
+                "bwrap not found; install bubblewrap (e.g. 'apt-get install bubblewrap') to run "
+                "commands");
+        goto out;
+    }
+    if (build_argv(spec, &sb->lim, bwrap, 1, &a, err) < 0) {
+        goto out;
+    }
+    if (open_pipe(p_out, err) < 0 || open_pipe(p_err, err) < 0 || open_pipe(p_st, err) < 0 ||
+        open_pipe(p_ex, err) < 0) {
+        goto out;
+    }
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0) {
+        err_set(err, ERR_IO, "cannot open '/dev/null': %s", strerror(errno));
+        goto out;
+    }
+    seccomp_fd = seccomp_memfd(err);
+    if (seccomp_fd < 0) {
+        goto out;
+    }
+    cmd_fd = memfd_create("drun-command", MFD_CLOEXEC);
+    if (cmd_fd < 0) {
+        err_set(err, ERR_IO, "cannot create a memfd for the command: %s", strerror(errno));
+        goto out;
+    }
+    for (size_t off = 0; off < spec->command_len; off += (size_t)n) {
+        n = write(cmd_fd, spec->command + off, spec->command_len - off);
+        if (n <= 0) {
+            err_set(err, ERR_IO, "cannot write the command to its memfd: %s", strerror(errno));
+            goto out;
+        }
+    }
+    if (lseek(cmd_fd, 0, SEEK_SET) < 0) {
+        err_set(err, ERR_IO, "cannot rewind the command memfd: %s", strerror(errno));
+        goto out;
+    }
+    /* uid 0 is exempt from RLIMIT_NPROC; only a cgroup bounds a root daemon's sandbox. */
+    cgroup_fd = geteuid() == 0 ? cgroup_make(sb) : -1;
+    if (geteuid() == 0 && cgroup_fd < 0) {
+        static int warned;
+        if (!warned++) {
+            log_warn("running as root without a usable pids cgroup: the sandbox process limit "
+                     "is not enforced; run drun-mcp as a normal user");
+        }
+    }
+
+    memset(&cp, 0, sizeof(cp));
+    cp.bwrap = bwrap;
+    cp.argv = a.v;
+    cp.src[0] = devnull;
+    cp.src[1] = p_out[1];
+    cp.src[2] = p_err[1];
+    cp.src[FD_STATUS] = p_st[1];
+    cp.src[FD_SECCOMP] = seccomp_fd;
+    cp.src[FD_COMMAND] = cmd_fd;
+    cp.src[FD_EXECERR] = p_ex[1];
+    cp.cgroup_fd = cgroup_fd;
+    set_rl(&cp.rl_as, sb->lim.memory_bytes);
+    cp.rl_cpu.rlim_cur = (rlim_t)sb->lim.cpu_secs;
+    cp.rl_cpu.rlim_max = (rlim_t)sb->lim.cpu_secs + 1; /* SIGXCPU first, then SIGKILL */
+    set_rl(&cp.rl_fsize, sb->lim.file_size_bytes);
+    set_rl(&cp.rl_core, 0);
+
+    sb->start_ms = time_mono_ms();
+    pid = fork();
+    if (pid < 0) {
+        err_set(err, ERR_IO, "cannot fork the sandbox: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        child_exec(&cp);
+    }
+    sb->bwrap_pid = pid;
+    close(p_out[1]);
+    close(p_err[1]);
+    close(p_st[1]);
+    close(p_ex[1]);
+    p_out[1] = p_err[1] = p_st[1] = p_ex[1] = -1;
+    /* The exec-error pipe closes on a successful exec, or carries errno. */
+    do {
+        n = read(p_ex[0], &e, sizeof(e));
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(e)) {
+        int st;
+        waitpid(pid, &st, 0);
+        err_set(err, e == ENOENT ? ERR_NOTFOUND : ERR_IO, "cannot start '%s': %s", bwrap,
+                strerror(e));
+        goto out;
+    }
+    sb->bwrap_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (sb->bwrap_pidfd < 0) {
+        int st;
+        e = errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        err_set(err, ERR_IO,
+                "cannot watch the sandbox (pidfd_open: %s); Linux 5.3 or later is "
+                "needed",
+                strerror(e));
+        goto out;
+    }
+    sb->loop = loop;
+    sb->cb = *cb;
+    buf_init(&sb->status, STATUS_MAX);
+    buf_init(&sb->res.out.data, sb->lim.max_output_bytes);
+    buf_init(&sb->res.err.data, sb->lim.max_output_bytes);
+    uv_poll_init(loop, &sb->exit_poll, sb->bwrap_pidfd);
+    uv_pipe_init(loop, &sb->out_pipe, 0);
+    uv_pipe_init(loop, &sb->err_pipe, 0);
+    uv_pipe_init(loop, &sb->status_pipe, 0);
+    uv_timer_init(loop, &sb->timer);
+    sb->exit_poll.data = sb->out_pipe.data = sb->err_pipe.data = sb->status_pipe.data = sb;
+    sb->timer.data = sb;
+    sb->handles = 5;
+    uv_pipe_open(&sb->out_pipe, p_out[0]);
+    uv_pipe_open(&sb->err_pipe, p_err[0]);
+    uv_pipe_open(&sb->status_pipe, p_st[0]);
+    p_out[0] = p_err[0] = p_st[0] = -1;
+    sb->out_open = sb->err_open = sb->status_open = 1;
+    uv_read_start((uv_stream_t *)&sb->out_pipe, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&sb->err_pipe, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&sb->status_pipe, on_alloc, on_status);
+    uv_poll_start(&sb->exit_poll, UV_READABLE, on_exit_ready);
+    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    *out = sb;
+    sb = NULL;
+    rc = 0;
+out:
+    if (sb != NULL && sb->cgroup[0]) {
+        rmdir(sb->cgroup);
+    }
+    mem_free(sb);
+    argv_free(&a);
+    for (int i = 0; i < 2; i++) {
+        if (p_out[i] >= 0) {
+            close(p_out[i]);
+        }
+        if (p_err[i] >= 0) {
+            close(p_err[i]);
+        }
+        if (p_st[i] >= 0) {
+            close(p_st[i]);
+        }
+        if (p_ex[i] >= 0) {
+            close(p_ex[i]);
+        }
+    }
+    if (devnull >= 0) {
+        close(devnull);
+    }
+    if (seccomp_fd >= 0) {
+        close(seccomp_fd);
+    }
+    if (cmd_fd >= 0) {
+        close(cmd_fd);
+    }
+    if (cgroup_fd >= 0) {
+        close(cgroup_fd);
+    }
+    return rc;
+}
+
+int
+sandbox_describe(const struct sandbox_spec *spec, int raw, struct buf *out, struct err *err)
+{
+    struct sandbox_limits lim;
+    struct argv_vec a = {0};
+    char bwrap[SANDBOX_PATH_MAX];
+
+    limits_fill(&lim, &spec->limits);
+    if (spec_check(spec, &lim, err) < 0) {
+        return -1;
+    }
+    if (bwrap_find(bwrap, sizeof(bwrap)) == NULL) {
+        return err_set(err, ERR_NOTFOUND, "bwrap not found; install bubblewrap");
+    }
+    if (build_argv(spec, &lim, bwrap, !raw, &a, err) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    for (size_t i = 0; i < a.n; i++) {
+        buf_puts(out, a.v[i]);
+        buf_putc(out, '\n');
+    }
+    argv_free(&a);
+    return buf_failed(out) ? buf_err(out, "sandbox command line", err) : 0;
+}
