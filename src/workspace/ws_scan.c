@@ -1,0 +1,410 @@
+/*
+ * ws_scan.c - rescan: read the workspace directory back into a manifest.
+ *
+ * The walk lists one directory at a time, re-opening each directory from the root
+ * (ws_fs_list), so it holds one directory fd at a time however deep the tree, and
+ * never follows a symlink: links are recorded as links with their target, whatever
+ * they point at. Only entries whose stat differs from the cache are read; a read file
+ * is streamed into a buffer bounded by what is left of the byte limit, so a huge file
+ * is refused before it is held in memory.
+ *
+ * Entries are collected unsorted with their stat, sorted once at the end, and become
+ * the directory's manifest and stat cache only if the whole scan succeeded.
+ */
+#include "workspace/ws_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/mem.h"
+#include "util/pathkey.h"
+
+#define QMAX 100
+
+struct scan_item {
+    struct ws_entry e;
+    struct ws_stat st;
+};
+
+struct scan {
+    struct ws_dir *d;
+    const struct ws_limits *lim;
+    const struct ws_blobs *blobs;
+    struct ws_scan_report *report;
+    struct scan_item *items;
+    size_t n, cap;
+    uint64_t bytes;
+    struct buf path; /* the directory being walked */
+    struct buf data; /* scratch for file contents */
+};
+
+static void
+skip(struct scan *s, const char *path, size_t len, const char *why)
+{
+    struct ws_scan_report *r = s->report;
+    char q[QMAX];
+
+    if (r == NULL) {
+        return;
+    }
+    r->skipped_total++;
+    if (r->nskipped >= WS_SKIP_LIST_MAX) {
+        return;
+    }
+    if (r->skipped == NULL) {
+        r->skipped = mem_calloc(WS_SKIP_LIST_MAX, sizeof(*r->skipped));
+        if (r->skipped == NULL) {
+            return; /* the count is still right; the names are best effort */
+        }
+    }
+    pathkey_quote(path, len, q, sizeof(q));
+    r->skipped[r->nskipped].path = mem_strdup(q);
+    if (r->skipped[r->nskipped].path != NULL) {
+        r->skipped[r->nskipped].why = why;
+        r->nskipped++;
+    }
+}
+
+void
+ws_scan_report_release(struct ws_scan_report *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < r->nskipped; i++) {
+        mem_free(r->skipped[i].path);
+    }
+    mem_free(r->skipped);
+    memset(r, 0, sizeof(*r));
+}
+
+static int
+add_item(struct scan *s, int type, uint64_t size, const uint8_t *hash, const struct stat *st,
+         struct err *err)
+{
+    struct scan_item *it;
+
+    if (s->lim != NULL && s->lim->max_entries != 0 && s->n + 1 > s->lim->max_entries) {
+        return err_set(err, ERR_TOOBIG,
+                       "workspace has more than %llu entries (the max_entries limit); delete "
+                       "files or raise the limit",
+                       (unsigned long long)s->lim->max_entries);
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        struct scan_item *v = mem_realloc(s->items, cap * sizeof(*v));
+        if (v == NULL) {
+            return err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+        }
+        s->items = v;
+        s->cap = cap;
+    }
+    it = &s->items[s->n];
+    it->e.path = mem_strndup(s->path.data, s->path.len);
+    if (it->e.path == NULL) {
+        return err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+    }
+    it->e.type = type;
+    it->e.size = size;
+    if (hash != NULL) {
+        memcpy(it->e.hash, hash, HASH_LEN);
+    } else {
+        memset(it->e.hash, 0, HASH_LEN);
+    }
+    ws_stat_from(&it->st, st);
+    s->n++;
+    return 0;
+}
+
+static int
+add_bytes(struct scan *s, uint64_t size, const char *q, struct err *err)
+{
+    if (s->lim != NULL && s->lim->max_bytes != 0 &&
+        (size > s->lim->max_bytes || s->bytes > s->lim->max_bytes - size)) {
+        return err_set(err, ERR_TOOBIG,
+                       "workspace is larger than %llu bytes (the max_bytes limit) at '%s'; "
+                       "delete files or raise the limit",
+                       (unsigned long long)s->lim->max_bytes, q);
+    }
+    s->bytes += size;
+    return 0;
+}
+
+/* The cached entry for the current path if its stat still vouches for it, else NULL. */
+static const struct ws_entry *
+cached(struct scan *s, int type, const struct stat *st)
+{
+    struct ws_dir *d = s->d;
+    size_t i;
+
+    if (d->dirty || d->cache == NULL) {
+        return NULL;
+    }
+    i = ws_manifest_find(d->man, s->path.data, s->path.len);
+    if (i == (size_t)-1 || d->man->v[i].type != type || !ws_stat_same(&d->cache[i], st)) {
+        return NULL;
+    }
+    return &d->man->v[i];
+}
+
+static int
+scan_file(struct scan *s, int pfd, const char *name, const struct stat *st0, const char *q,
+          struct err *err)
+{
+    int type = (st0->st_mode & 0111) ? WS_EXEC : WS_FILE;
+    const struct ws_entry *c = cached(s, type, st0);
+    uint8_t hash[HASH_LEN];
+    struct stat st;
+    int fd;
+
+    if (c != NULL) {
+        s->d->stats.files_reused++;
+        if (s->report != NULL) {
+            s->report->files_reused++;
+        }
+        if (add_bytes(s, c->size, q, err) != 0) {
+            return -1;
+        }
+        return add_item(s, type, c->size, c->hash, st0, err);
+    }
+    /* O_NONBLOCK: should the name turn into a FIFO, open must not wait for a writer. */
+    fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        return err_set(err, ERR_IO, "cannot open '%s': %s", q, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(err, ERR_IO, "'%s' changed while the workspace was scanned", q);
+    }
+    if (add_bytes(s, (uint64_t)st.st_size, q, err) != 0) {
+        close(fd);
+        return -1;
+    }
+    s->bytes -= (uint64_t)st.st_size; /* counted again below with the size actually read */
+    buf_reset(&s->data);
+    s->data.max = WS_FILE_MAX;
+    if (s->lim != NULL && s->lim->max_bytes != 0 && s->lim->max_bytes - s->bytes < s->data.max) {
+        s->data.max = (size_t)(s->lim->max_bytes - s->bytes);
+    }
+    if (ws_fs_read_fd(fd, &s->data, q, err) != 0) {
+        close(fd);
+        if (err->code == ERR_TOOBIG) {
+            if (add_bytes(s, (uint64_t)s->data.max + 1, q, err) == 0) {
+                err_set(err, ERR_TOOBIG,
+                        "file '%s' is larger than %zu bytes, the most one file may hold", q,
+                        (size_t)WS_FILE_MAX);
+            }
+        }
+        return -1;
+    }
+    close(fd);
+    if (add_bytes(s, s->data.len, q, err) != 0) {
+        return -1;
+    }
+    if (s->blobs->put(s->blobs->ctx, s->data.data ? s->data.data : "", s->data.len, hash, err) !=
+        0) {
+        return err_wrap(err, "cannot store '%s'", q);
+    }
+    s->d->stats.files_read++;
+    if (s->report != NULL) {
+        s->report->files_read++;
+    }
+    type = (st.st_mode & 0111) ? WS_EXEC : WS_FILE;
+    return add_item(s, type, s->data.len, hash, &st, err);
+}
+
+static int
+scan_link(struct scan *s, int pfd, const char *name, const struct stat *st, const char *q,
+          struct err *err)
+{
+    const struct ws_entry *c = cached(s, WS_SYMLINK, st);
+    uint8_t hash[HASH_LEN];
+    char target[4096];
+    ssize_t n;
+
+    if (c != NULL) {
+        s->d->stats.files_reused++;
+        if (s->report != NULL) {
+            s->report->files_reused++;
+        }
+        return add_item(s, WS_SYMLINK, c->size, c->hash, st, err);
+    }
+    n = readlinkat(pfd, name, target, sizeof(target));
+    if (n < 0) {
+        return err_set(err, ERR_IO, "cannot read symlink '%s': %s", q, strerror(errno));
+    }
+    if (n == 0 || (size_t)n >= sizeof(target)) {
+        return err_set(err, ERR_IO, "symlink '%s' has a target of unusable length", q);
+    }
+    if (s->blobs->put(s->blobs->ctx, target, (size_t)n, hash, err) != 0) {
+        return err_wrap(err, "cannot store symlink '%s'", q);
+    }
+    s->d->stats.files_read++;
+    if (s->report != NULL) {
+        s->report->files_read++;
+    }
+    return add_item(s, WS_SYMLINK, (uint64_t)n, hash, st, err);
+}
+
+/* 1 if `name` can be a key component: UTF-8, no control characters. */
+static int
+name_ok(const char *name)
+{
+    struct err e;
+
+    return pathkey_check(name, strlen(name), &e) == 0;
+}
+
+/* Scans the directory at s->path; *added gets the number of entries found below it. */
+static int
+scan_dir(struct scan *s, size_t *added, struct err *err)
+{
+    struct buf names;
+    size_t base = s->path.len;
+    size_t before = s->n;
+    int pfd = -1;
+    int rc = -1;
+    char q[QMAX];
+
+    buf_init(&names, (size_t)64 << 20);
+    if (ws_fs_list(s->d->root_fd, s->path.data ? s->path.data : "", base, 0, &names, &pfd, err) !=
+        0) {
+        goto out;
+    }
+    for (size_t off = 0; off < names.len; off += strlen(names.data + off) + 1) {
+        const char *name = names.data + off;
+        struct stat st;
+
+        buf_truncate(&s->path, base);
+        if (base > 0) {
+            buf_putc(&s->path, '/');
+        }
+        buf_puts(&s->path, name);
+        if (buf_failed(&s->path)) {
+            buf_err(&s->path, "a workspace path", err);
+            goto out;
+        }
+        if (!name_ok(name)) {
+            skip(s, s->path.data, s->path.len, "invalid name");
+            continue;
+        }
+        if (s->path.len > PATHKEY_MAX) {
+            skip(s, s->path.data, s->path.len, "path too long");
+            continue;
+        }
+        pathkey_quote(s->path.data, s->path.len, q, sizeof(q));
+        if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) {
+                continue;
+            }
+            err_set(err, ERR_IO, "cannot inspect '%s': %s", q, strerror(errno));
+            goto out;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            size_t below = 0;
+            if (scan_dir(s, &below, err) != 0) {
+                goto out;
+            }
+            if (below == 0 && add_item(s, WS_DIR, 0, NULL, &st, err) != 0) {
+                goto out;
+            }
+        } else if (S_ISREG(st.st_mode)) {
+            if (scan_file(s, pfd, name, &st, q, err) != 0) {
+                goto out;
+            }
+        } else if (S_ISLNK(st.st_mode)) {
+            if (scan_link(s, pfd, name, &st, q, err) != 0) {
+                goto out;
+            }
+        } else {
+            skip(s, s->path.data, s->path.len,
+                 S_ISFIFO(st.st_mode)   ? "fifo"
+                 : S_ISSOCK(st.st_mode) ? "socket"
+                                        : "device");
+        }
+    }
+    *added = s->n - before;
+    rc = 0;
+out:
+    buf_truncate(&s->path, base);
+    if (pfd >= 0) {
+        close(pfd);
+    }
+    buf_release(&names);
+    return rc;
+}
+
+static int
+cmp_items(const void *a, const void *b)
+{
+    return strcmp(((const struct scan_item *)a)->e.path, ((const struct scan_item *)b)->e.path);
+}
+
+int
+ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct ws_blobs *blobs,
+              struct ws_scan_report *report, struct err *err)
+{
+    struct scan s;
+    struct ws_manifest *nm = NULL;
+    struct ws_stat *cache = NULL;
+    size_t added = 0;
+    int rc = -1;
+
+    memset(&s, 0, sizeof(s));
+    s.d = d;
+    s.lim = limits;
+    s.blobs = blobs;
+    s.report = report;
+    buf_init(&s.path, (size_t)1 << 20);
+    buf_init(&s.data, 0);
+    if (report != NULL) {
+        memset(report, 0, sizeof(*report));
+    }
+    if (scan_dir(&s, &added, err) != 0) {
+        goto out;
+    }
+    if (s.n > 1) {
+        qsort(s.items, s.n, sizeof(s.items[0]), cmp_items);
+    }
+    if (ws_manifest_new(&nm, err) != 0) {
+        goto out;
+    }
+    nm->v = mem_calloc(s.n ? s.n : 1, sizeof(*nm->v));
+    cache = mem_calloc(s.n ? s.n : 1, sizeof(*cache));
+    if (nm->v == NULL || cache == NULL) {
+        err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+        goto out;
+    }
+    nm->cap = s.n ? s.n : 1;
+    for (size_t i = 0; i < s.n; i++) {
+        nm->v[i] = s.items[i].e;
+        cache[i] = s.items[i].st;
+        s.items[i].e.path = NULL; /* moved */
+        nm->n = i + 1;
+    }
+    if (ws_manifest_finish(nm, 0, ERR_INTERNAL, err) != 0) {
+        goto out;
+    }
+    ws_stat_unrace(cache, nm->n, ws_now_ns(), d->racy_ns);
+    ws_dir_adopt(d, nm, cache);
+    nm = NULL;
+    cache = NULL;
+    d->dirty = 0;
+    rc = 0;
+out:
+    if (rc != 0) {
+        d->dirty = 1;
+    }
+    for (size_t i = 0; i < s.n; i++) {
+        mem_free(s.items[i].e.path);
+    }
+    mem_free(s.items);
+    ws_manifest_free(nm);
+    mem_free(cache);
+    buf_release(&s.path);
+    buf_release(&s.data);
+    return rc;
+}
