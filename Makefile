@@ -56,6 +56,7 @@ PROGS := $(if $(MCP_SRC),$(BUILD)/drun-mcp) $(if $(ADMIN_SRC),$(BUILD)/drun-admi
          $(if $(SQLEXT_SRC),$(BUILD)/drun-sqlite.so)
 
 .PHONY: all test check lint unit asan bench clean format
+.SECONDARY:
 all: $(PROGS) $(TEST_BIN)
 
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) tools/embed-migrations.sh
@@ -87,6 +88,18 @@ $(BUILD)/drun-admin: $(ADMIN_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
 
 $(BUILD)/drun-sqlite.so: $(SQLEXT_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+
+# build/tests/drun-mcp-testing: drun-mcp plus the test-only tools of tests/support/ (a slow,
+# cancellable tool and an echo tool), registered through the registry's weak hook. Only
+# the client tests start it; build/drun-mcp never contains those tools.
+TESTING_SRC := $(wildcard tests/support/*.c)
+ifneq ($(MCP_SRC),)
+all: $(BUILD)/tests/drun-mcp-testing
+endif
+$(BUILD)/tests/drun-mcp-testing: $(MCP_SRC:%.c=$(BUILD)/obj/%.o) \
+                                 $(TESTING_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/libdrun.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libdrun.a
 	@mkdir -p $(@D)

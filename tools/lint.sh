@@ -7,7 +7,7 @@ bad=0
 
 # 1. Formatting: every C/C++ source matches .clang-format.
 if command -v clang-format >/dev/null 2>&1; then
-    for f in $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cpp' 'tests/unit/*.c'); do
+    for f in $(git ls-files --cached --others --exclude-standard 'src/*.c' 'src/*.h' 'src/*.cpp' 'tests/unit/*.c'); do
         if ! clang-format --dry-run -Werror "$f" >/dev/null 2>&1; then
             echo "lint: '$f' is not formatted; run 'make format'"
             bad=1
@@ -19,15 +19,15 @@ fi
 
 # 2. Banned calls: unbounded string functions and shell-spawning helpers.
 banned='\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|popen|tmpnam|mktemp)[[:space:]]*\('
-git ls-files 'src/*.c' 'src/*.h' 'src/*.cpp' | while read -r f; do
+git ls-files --cached --others --exclude-standard 'src/*.c' 'src/*.h' 'src/*.cpp' | while read -r f; do
     grep -nE "$banned" "$f" | grep -v 'lint: allow' | sed "s|^|lint: banned call in '$f':|"
 done | grep . && bad=1
 # vsnprintf only in the buffer, error and log modules.
-git ls-files 'src/*.c' | grep -vE '^src/util/(buf|err|log)\.c$' | while read -r f; do
+git ls-files --cached --others --exclude-standard 'src/*.c' | grep -vE '^src/util/(buf|err|log)\.c$' | while read -r f; do
     grep -nE '\bvsnprintf[[:space:]]*\(' "$f" | sed "s|^|lint: vsnprintf outside util/buf,err,log in '$f':|"
 done | grep . && bad=1
 # cJSON keys are case-sensitive in JSON: never the case-insensitive lookup.
-git ls-files 'src/*.c' | while read -r f; do
+git ls-files --cached --others --exclude-standard 'src/*.c' | while read -r f; do
     grep -nE '\bcJSON_GetObjectItem[[:space:]]*\(|\bcJSON_Parse[[:space:]]*\(' "$f" |
         sed "s|^|lint: use cJSON_GetObjectItemCaseSensitive / cJSON_ParseWithLength in '$f':|"
 done | grep . && bad=1
@@ -45,7 +45,7 @@ rank() {
     *) echo 99 ;;
     esac
 }
-for f in $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cpp'); do
+for f in $(git ls-files --cached --others --exclude-standard 'src/*.c' 'src/*.h' 'src/*.cpp'); do
     layer=$(echo "$f" | cut -d/ -f2)
     mine=$(rank "$layer")
     for inc in $(sed -nE 's/^#include "([a-z]+)\/[^"]+".*/\1/p' "$f" | sort -u); do
@@ -61,7 +61,7 @@ done
 check_header() {
     hdr=$1
     shift
-    for f in $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cpp'); do
+    for f in $(git ls-files --cached --others --exclude-standard 'src/*.c' 'src/*.h' 'src/*.cpp'); do
         layer=$(echo "$f" | cut -d/ -f2)
         if grep -qE "^#include <$hdr>" "$f"; then
             ok=0

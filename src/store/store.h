@@ -37,8 +37,14 @@
 
 struct store;
 
-#define STORE_SESSION_ID_LEN 8
+#define STORE_SESSION_ID_LEN   8
 #define STORE_BLOB_MAX_DEFAULT ((size_t)1 << 30) /* 1 GiB: the largest single blob */
+
+/* Caps on caller strings; past one the call fails with ERR_TOOBIG and writes nothing. */
+#define STORE_LABEL_MAX      256               /* session and checkpoint labels */
+#define STORE_PATH_MAX       4096              /* change paths, overlay keys, host paths */
+#define STORE_TEXT_MAX       ((size_t)1 << 20) /* commands, descriptions, chat, summaries */
+#define STORE_AUDIT_TAIL_MAX 100000            /* rows store_audit_tail returns at most */
 
 /* ---- opening ------------------------------------------------------------------ */
 
@@ -70,6 +76,9 @@ int store_schema_version(void);
 
 /* Returns the path the store was opened with; borrowed. */
 const char *store_path(const struct store *st);
+
+/* Returns the schema version the file had when opened, before any migration (0: new). */
+int store_version_at_open(const struct store *st);
 
 /* ---- transactions --------------------------------------------------------------- */
 
@@ -108,15 +117,15 @@ enum store_session_state { STORE_SESSION_OPEN = 0, STORE_SESSION_CLOSED = 1 };
 
 struct store_session {
     char id[STORE_SESSION_ID_LEN + 1];
-    char *label; /* NULL if none */
+    char *label;                              /* NULL if none */
     char parent_id[STORE_SESSION_ID_LEN + 1]; /* "" if none */
     int64_t parent_checkpoint;                /* -1 if none */
     int64_t created_ms;
     int64_t closed_ms; /* 0 while open */
     int64_t last_active_ms;
-    int64_t head; /* checkpoint id of the head */
-    int state;    /* enum store_session_state */
-    pid_t owner_pid; /* 0 if no process holds it */
+    int64_t head;        /* checkpoint id of the head */
+    int state;           /* enum store_session_state */
+    pid_t owner_pid;     /* 0 if no process holds it */
     int64_t owner_start; /* proc_start_time() of the owner */
     int64_t heartbeat_ms;
     char *client; /* client name that created it, NULL if unknown */
@@ -131,30 +140,29 @@ void store_session_release(struct store_session *s);
  * Fills *out (caller releases with store_session_release).
  */
 struct store_session_new {
-    const char *label;             /* may be NULL */
-    const char *parent_id;         /* may be NULL */
-    int64_t parent_checkpoint;     /* -1 if no parent */
-    const uint8_t *manifest_hash;  /* checkpoint 0's manifest (HASH_LEN bytes) */
-    int64_t file_count;            /* checkpoint 0's file count */
-    int64_t logical_bytes;         /* checkpoint 0's total file bytes */
+    const char *label;            /* may be NULL */
+    const char *parent_id;        /* may be NULL */
+    int64_t parent_checkpoint;    /* -1 if no parent */
+    const uint8_t *manifest_hash; /* checkpoint 0's manifest (HASH_LEN bytes) */
+    int64_t file_count;           /* checkpoint 0's file count */
+    int64_t logical_bytes;        /* checkpoint 0's total file bytes */
     pid_t owner_pid;
     int64_t owner_start;
-    const char *client;            /* may be NULL */
-    const char *tool;              /* the tool that made it, for checkpoint 0 */
+    const char *client; /* may be NULL */
+    const char *tool;   /* the tool that made it, for checkpoint 0 */
 };
 int store_session_create(struct store *st, const struct store_session_new *req,
                          struct store_session *out, struct err *err);
 
 /* Loads one session (open or closed). ERR_NOTFOUND if there is none with that id. */
-int store_session_get(struct store *st, const char *id, struct store_session *out,
-                      struct err *err);
+int store_session_get(struct store *st, const char *id, struct store_session *out, struct err *err);
 
 /*
  * Lists sessions (open only unless include_closed), oldest first. *out is an array of
  * *n sessions; free with store_session_list_free().
  */
-int store_session_list(struct store *st, int include_closed, struct store_session **out,
-                       size_t *n, struct err *err);
+int store_session_list(struct store *st, int include_closed, struct store_session **out, size_t *n,
+                       struct err *err);
 void store_session_list_free(struct store_session *list, size_t n);
 
 /* Counts open sessions (for max_sessions). */
@@ -176,22 +184,21 @@ int store_session_release_claim(struct store *st, const char *id, pid_t pid, int
 /* Refreshes heartbeat_ms and last_active_ms for every session this process holds. */
 int store_session_heartbeat(struct store *st, pid_t pid, int64_t start, struct err *err);
 
-int store_session_set_label(struct store *st, const char *id, const char *label,
-                            struct err *err);
+int store_session_set_label(struct store *st, const char *id, const char *label, struct err *err);
 int store_session_set_head(struct store *st, const char *id, int64_t head, struct err *err);
 int store_session_touch(struct store *st, const char *id, struct err *err);
 /* Marks closed (closed_ms = now) and drops the claim. */
 int store_session_close(struct store *st, const char *id, struct err *err);
 
 /* Overlays: workspace key -> host directory, session-wide (not per checkpoint). */
-int store_overlay_set(struct store *st, const char *session, const char *key,
-                      const char *host_path, struct err *err);
+int store_overlay_set(struct store *st, const char *session, const char *key, const char *host_path,
+                      struct err *err);
 struct store_overlay {
     char *key;
     char *host_path;
 };
-int store_overlay_list(struct store *st, const char *session, struct store_overlay **out,
-                       size_t *n, struct err *err);
+int store_overlay_list(struct store *st, const char *session, struct store_overlay **out, size_t *n,
+                       struct err *err);
 void store_overlay_list_free(struct store_overlay *list, size_t n);
 
 /* Chat log (session_chat_record). */
@@ -210,7 +217,7 @@ enum store_cp_status {
 struct store_checkpoint {
     char session_id[STORE_SESSION_ID_LEN + 1];
     int64_t id;
-    int64_t parent; /* previous live checkpoint id, -1 for checkpoint 0 */
+    int64_t parent;    /* previous live checkpoint id, -1 for checkpoint 0 */
     char *tool;        /* NULL if none */
     char *command;     /* NULL if none */
     char *description; /* NULL if none */
@@ -247,8 +254,7 @@ struct store_change {
  * that the manifest, stdout and stderr hashes name (normally in the same bracket).
  */
 int store_checkpoint_append(struct store *st, struct store_checkpoint *cp,
-                            const struct store_change *changes, size_t n_changes,
-                            struct err *err);
+                            const struct store_change *changes, size_t n_changes, struct err *err);
 
 /* Loads one checkpoint (any status). ERR_NOTFOUND if absent. */
 int store_checkpoint_get(struct store *st, const char *session, int64_t id,
@@ -267,8 +273,8 @@ int store_checkpoint_find_label(struct store *st, const char *session, const cha
                                 int64_t *id, struct err *err);
 
 /* Sets or clears (label NULL or "") a checkpoint's label. */
-int store_checkpoint_set_label(struct store *st, const char *session, int64_t id,
-                               const char *label, struct err *err);
+int store_checkpoint_set_label(struct store *st, const char *session, int64_t id, const char *label,
+                               struct err *err);
 
 /* Marks the live checkpoints with from <= id <= to as `status` (DROPPED or SQUASHED). */
 int store_checkpoint_set_status(struct store *st, const char *session, int64_t from, int64_t to,
@@ -280,8 +286,7 @@ int store_checkpoint_set_status(struct store *st, const char *session, int64_t f
  * and replaces its change rows. Used by squash and by drop (to re-parent the next one).
  */
 int store_checkpoint_rewrite(struct store *st, const struct store_checkpoint *cp,
-                             const struct store_change *changes, size_t n_changes,
-                             struct err *err);
+                             const struct store_change *changes, size_t n_changes, struct err *err);
 
 /* Lists the change rows of one checkpoint. Free with store_change_list_free(). */
 struct store_change_row {
@@ -336,13 +341,34 @@ int store_audit_append(struct store *st, struct store_audit *row, struct err *er
  * not (an edited, deleted or reordered row) and a message in err->msg describing it.
  * *rows gets the number of rows checked.
  */
-int store_audit_verify(struct store *st, int *ok, int64_t *bad_id, int64_t *rows,
-                       struct err *err);
+int store_audit_verify(struct store *st, int *ok, int64_t *bad_id, int64_t *rows, struct err *err);
+
+/* One stored audit row as read back; strings are the caller's (freed by the list free). */
+struct store_audit_entry {
+    int64_t id;
+    int64_t time_ms;
+    int64_t pid;
+    char *kind, *client_name, *client_version, *session_id, *tool, *summary, *outcome,
+        *error_code; /* NULL where the column is NULL */
+    int64_t duration_ms;
+    int64_t checkpoint_id; /* -1 if none */
+    char *args;            /* decompressed JSON text, NUL-terminated; NULL if none */
+    size_t args_len;
+    uint8_t hash[HASH_LEN];
+};
+
+/*
+ * Reads the newest `n` audit rows (1 <= n <= STORE_AUDIT_TAIL_MAX), oldest first.
+ * Free with store_audit_entry_list_free().
+ */
+int store_audit_tail(struct store *st, int64_t n, struct store_audit_entry **out, size_t *count,
+                     struct err *err);
+void store_audit_entry_list_free(struct store_audit_entry *list, size_t n);
 
 /* ---- maintenance ------------------------------------------------------------------ */
 
 struct store_stats {
-    int64_t file_bytes;     /* size of the DB file (plus WAL) */
+    int64_t file_bytes; /* size of the DB file (plus WAL) */
     int64_t sessions_open, sessions_closed;
     int64_t checkpoints, checkpoints_hidden;
     int64_t blobs, blob_bytes_logical, blob_bytes_stored;

@@ -1,0 +1,94 @@
+/*
+ * store_int.h - what the store_*.c files share and nobody else may include.
+ *
+ * The connection, its cached prepared statements, the transaction helpers that make
+ * "inside a caller's bracket or on our own" one line, and the translation of SQLite
+ * result codes into drun's error codes (so SQLite codes never leave the module).
+ */
+#ifndef DRUN_STORE_INT_H
+#define DRUN_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+#define STORE_APPLICATION_ID 0x6472756e /* 'drun' */
+#define STORE_STMT_CACHE     48
+
+struct store_migration {
+    int version;
+    const char *name;
+    const char *sql;
+};
+extern const struct store_migration store_migrations[];
+extern const size_t store_migrations_count;
+
+struct store_stmt {
+    const char *sql; /* the static SQL text; compared by pointer */
+    sqlite3_stmt *stmt;
+};
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    int in_bracket; /* store_begin() is open */
+    int busy_timeout_ms;
+    int zstd_level;
+    size_t blob_max;
+    int read_only;
+    int version_at_open; /* user_version found before migrating */
+    void *zcctx;         /* ZSTD_CCtx, made on first compress */
+    void *zdctx;         /* ZSTD_DCtx, made on first decompress */
+    struct store_stmt stmts[STORE_STMT_CACHE];
+};
+
+/*
+ * Returns the cached prepared statement for `sql` (a string literal: the pointer is
+ * the key), reset and with no bindings; NULL with err filled on failure. The caller
+ * calls sqlite3_reset() when done so no read snapshot stays pinned.
+ */
+sqlite3_stmt *store_stmt(struct store *st, const char *sql, struct err *err);
+
+/* Fills err from a SQLite result code with "cannot <what>"; returns -1. */
+int store_sqlerr(struct store *st, int rc, const char *what, struct err *err);
+
+/*
+ * Opens a write transaction unless a bracket is already open: *own is 1 if this call
+ * opened it. store_tx_end() commits (rc == 0) or rolls back what store_tx_begin opened
+ * and returns rc, or -1 if the commit failed. Inside a caller's bracket both only
+ * pass rc through: the caller commits or rolls back.
+ */
+int store_tx_begin(struct store *st, int *own, struct err *err);
+int store_tx_end(struct store *st, int own, int rc, struct err *err);
+
+/* Runs one SQL statement with no result rows (no bindings). */
+int store_exec(struct store *st, const char *sql, struct err *err);
+
+/* Binds text or NULL; binds a hash or NULL. */
+int store_bind_text(sqlite3_stmt *s, int i, const char *text);
+int store_bind_hash(sqlite3_stmt *s, int i, const uint8_t *hash);
+
+/* Returns a mem_strdup copy of a text column or NULL (NULL column). *oom set to 1 on
+ * allocation failure. */
+char *store_col_strdup(sqlite3_stmt *s, int i, int *oom);
+
+/* Checks a caller string against a cap: ERR_INVAL if NULL and required, ERR_TOOBIG past
+ * max. `what` names the field in the message. */
+int store_check_text(const char *s, size_t max, int required, const char *what, struct err *err);
+
+/* Reads a blob's stored row and decodes it into out (see store_blob_get). */
+int store_blob_read(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out,
+                    struct err *err);
+
+/* zstd helpers: compress src into *dst (caller frees with mem_free) if it gets smaller;
+ * returns 0 with *dst NULL when it does not. */
+int store_zstd_compress(struct store *st, const void *src, size_t len, void **dst, size_t *dst_len,
+                        struct err *err);
+/* Decompresses one frame whose content size must be exactly `size`, appending to out. */
+int store_zstd_decompress(struct store *st, const void *src, size_t len, size_t size,
+                          struct buf *out, const char *what, struct err *err);
+
+/* Random lower-case hex of n bytes (2n chars + NUL into out). */
+int store_random_hex(char *out, size_t nbytes, struct err *err);
+
+#endif
