@@ -1,0 +1,1056 @@
+/*
+ * mcp_server.c - the stdio transport, JSON-RPC dispatch and MCP lifecycle.
+ *
+ * Design. One libuv loop reads stdin, splits it into lines and handles each line to
+ * the end before the next: check (length, UTF-8, depth, JSON, JSON-RPC shape), then
+ * dispatch. Only tools/call can take time; it becomes a task (struct mcp_req) that the
+ * tool ends later through the registry's respond callback, so a slow tool never holds
+ * up other requests. Output messages are single lines from cJSON_PrintUnformatted
+ * (which escapes newlines in strings) queued with uv_write.
+ *
+ * Invariants.
+ * - Every request gets exactly one response, except a tools/call the client cancelled.
+ *   Notifications never get one.
+ * - Ids are echoed exactly: a string as is, an integer as the text the client sent.
+ * - Bytes waiting for the client never pass max_queue_bytes: a client that stops
+ *   reading is dropped (logged), so it cannot make the daemon grow without bound.
+ * - After shutdown begins no input is read; calls in flight are cancelled and get
+ *   shutdown_grace_ms to end; then every handle is closed and mcp_serve() returns.
+ *
+ * Eras. The 2024-11-05 .. 2025-11-25 revisions open with initialize; until then only
+ * ping (and server/discover) are served. The 2026-07-28 revision has no handshake: a
+ * request whose params._meta names "io.modelcontextprotocol/protocolVersion" is served
+ * on its own, or refused with -32022 listing the versions drun speaks.
+ */
+#include "mcp/mcp.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "mcp/mcp_json.h"
+#include "tools/tools.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define RPC_PARSE_ERROR       (-32700)
+#define RPC_INVALID_REQUEST   (-32600)
+#define RPC_METHOD_NOT_FOUND  (-32601)
+#define RPC_INVALID_PARAMS    (-32602)
+#define RPC_INTERNAL_ERROR    (-32603)
+#define RPC_UNSUPPORTED_VER   (-32022)
+#define META_PROTOCOL_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"
+#define READ_CHUNK            ((size_t)64 << 10)
+#define ID_TEXT_MAX           64
+
+const char *const mcp_versions[] = {"2026-07-28", "2025-11-25", "2025-06-18",
+                                    "2025-03-26", "2024-11-05", NULL};
+static const char *const modern_versions[] = {"2026-07-28", NULL};
+static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                              "2024-11-05", NULL};
+
+static const char server_instructions[] =
+    "drun runs shell commands in sandboxed workspaces (no network) and checkpoints every "
+    "change. Call get_system_instructions once for the guide.";
+
+struct server;
+
+/* A tools/call in flight. */
+struct mcp_req {
+    struct mcp_req *next, *prev;
+    struct server *srv;
+    cJSON *id;                 /* owned: the id to echo */
+    char key[ID_TEXT_MAX + 8]; /* "s:..." or "n:..." for notifications/cancelled */
+    struct tool_call *call;
+    int cancelled;
+    int modern;
+};
+
+struct wreq {
+    uv_write_t w;
+    struct server *srv;
+    size_t len;
+    char data[];
+};
+
+struct server {
+    uv_loop_t loop;
+    struct tools_env *env;
+    struct mcp_opts opts;
+
+    int in_stream; /* 1: in is a uv stream; 0: read with uv_fs_read (files, /dev/null) */
+    union {
+        uv_pipe_t pipe;
+        uv_tty_t tty;
+    } in;
+    int in_open;
+    uv_fs_t in_fs;
+    int in_fs_busy;
+    char *rbuf; /* READ_CHUNK bytes */
+    struct buf line;
+    int skipping; /* discarding the rest of an over-long line */
+
+    int out_stream;
+    union {
+        uv_pipe_t pipe;
+        uv_tty_t tty;
+    } out;
+    int out_open;
+    int out_broken;
+    size_t queued;
+
+    uv_signal_t sigterm, sigint;
+    uv_timer_t grace;
+    int grace_started;
+    int finishing; /* on_final is scheduled */
+
+    int initialized;
+    char version[16];
+    char client_name[128];
+    char client_version[64];
+    int shutting_down;
+    struct mcp_req *inflight;
+
+    long n_requests, n_notifications, n_protocol_errors;
+};
+
+static void begin_shutdown(struct server *s, const char *why);
+static void maybe_finish(struct server *s);
+
+/* ---- output --------------------------------------------------------------------- */
+
+static void
+on_written(uv_write_t *w, int status)
+{
+    struct wreq *wr = (struct wreq *)w;
+    struct server *s = wr->srv;
+
+    s->queued -= wr->len;
+    mem_free(wr);
+    if (status < 0 && status != UV_ECANCELED && !s->out_broken) {
+        s->out_broken = 1;
+        log_info("output closed (%s); shutting down", uv_strerror(status));
+        begin_shutdown(s, "output closed");
+    }
+    maybe_finish(s);
+}
+
+static void
+close_output(struct server *s)
+{
+    if (s->out_stream && s->out_open) {
+        s->out_open = 0;
+        uv_close((uv_handle_t *)&s->out, NULL);
+    }
+}
+
+/* Sends one message (ownership of msg passes). */
+static void
+send_msg(struct server *s, cJSON *msg)
+{
+    char *text;
+    size_t len;
+    struct wreq *wr;
+
+    if (s->out_broken || msg == NULL) {
+        cJSON_Delete(msg);
+        return;
+    }
+    text = cJSON_PrintUnformatted(msg);
+    cJSON_Delete(msg);
+    if (text == NULL) {
+        log_error("cannot encode an outgoing message: out of memory");
+        return;
+    }
+    len = strlen(text);
+    if (s->queued + len + 1 > s->opts.max_queue_bytes) {
+        log_error("the client is not reading: %zu bytes are waiting, over the %zu-byte cap; "
+                  "dropping the connection",
+                  s->queued + len + 1, s->opts.max_queue_bytes);
+        cJSON_free(text);
+        s->out_broken = 1;
+        close_output(s);
+        begin_shutdown(s, "output queue full");
+        return;
+    }
+    wr = mem_alloc(sizeof(*wr) + len + 1);
+    if (wr == NULL) {
+        log_error("cannot queue an outgoing message: out of memory");
+        cJSON_free(text);
+        return;
+    }
+    memcpy(wr->data, text, len);
+    wr->data[len] = '\n';
+    wr->len = len + 1;
+    wr->srv = s;
+    cJSON_free(text);
+
+    if (!s->out_stream) {
+        /* A regular file or device: plain blocking writes keep the order. */
+        size_t off = 0;
+        while (off < wr->len) {
+            ssize_t n = write(s->opts.out_fd, wr->data + off, wr->len - off);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                log_info("output closed (%s); shutting down", strerror(errno));
+                s->out_broken = 1;
+                begin_shutdown(s, "output closed");
+                break;
+            }
+            off += (size_t)n;
+        }
+        mem_free(wr);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+    s->queued += wr->len;
+    int rc = uv_write(&wr->w, (uv_stream_t *)&s->out, &b, 1, on_written);
+    if (rc < 0) {
+        s->queued -= wr->len;
+        mem_free(wr);
+        s->out_broken = 1;
+        log_info("output closed (%s); shutting down", uv_strerror(rc));
+        begin_shutdown(s, "output closed");
+    }
+}
+
+static cJSON *
+envelope(const cJSON *id)
+{
+    cJSON *m = cJSON_CreateObject();
+
+    if (m == NULL) {
+        return NULL;
+    }
+    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+    cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+    return m;
+}
+
+static void
+send_result(struct server *s, const cJSON *id, cJSON *result, int modern)
+{
+    cJSON *m = envelope(id);
+
+    if (m == NULL || result == NULL) {
+        cJSON_Delete(m);
+        cJSON_Delete(result);
+        log_error("cannot build a response: out of memory");
+        return;
+    }
+    if (modern && cJSON_IsObject(result) &&
+        cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL) {
+        cJSON_AddStringToObject(result, "resultType", "complete");
+    }
+    cJSON_AddItemToObject(m, "result", result);
+    send_msg(s, m);
+}
+
+static void
+send_error(struct server *s, const cJSON *id, int code, const char *message, cJSON *data)
+{
+    cJSON *m = envelope(id);
+    cJSON *e = cJSON_CreateObject();
+
+    if (m == NULL || e == NULL) {
+        cJSON_Delete(m);
+        cJSON_Delete(e);
+        cJSON_Delete(data);
+        return;
+    }
+    cJSON_AddNumberToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", message);
+    if (data != NULL) {
+        cJSON_AddItemToObject(e, "data", data);
+    }
+    cJSON_AddItemToObject(m, "error", e);
+    send_msg(s, m);
+}
+
+/* A protocol-level error: counted, logged once, answered. */
+static void protocol_error(struct server *s, const cJSON *id, int code, cJSON *data,
+                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void
+protocol_error(struct server *s, const cJSON *id, int code, cJSON *data, const char *fmt, ...)
+{
+    struct buf b;
+    va_list ap;
+
+    buf_init(&b, 1024);
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    s->n_protocol_errors++;
+    log_warn("protocol error %d: %s", code, buf_cstr(&b));
+    send_error(s, id, code, buf_cstr(&b), data);
+    buf_release(&b);
+}
+
+/* ---- lifecycle results -------------------------------------------------------------- */
+
+static cJSON *
+server_info(struct server *s)
+{
+    cJSON *i = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(i, "name", "drun");
+    cJSON_AddStringToObject(i, "title", "drun");
+    cJSON_AddStringToObject(i, "version", s->env->server_version ? s->env->server_version : "0");
+    cJSON_AddStringToObject(i, "description",
+                            "Sandboxed workspaces with checkpointed history for AI agents");
+    return i;
+}
+
+static cJSON *
+capabilities(void)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *t = cJSON_AddObjectToObject(c, "tools");
+
+    cJSON_AddBoolToObject(t, "listChanged", 0);
+    return c;
+}
+
+static cJSON *
+version_list(const char *const *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (; a != NULL && *v != NULL; v++) {
+        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
+    }
+    return a;
+}
+
+static int
+in_list(const char *const *list, const char *v)
+{
+    for (; *list != NULL; list++) {
+        if (strcmp(*list, v) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void
+copy_client_info(const cJSON *info, char *name, size_t name_size, char *version,
+                 size_t version_size)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(info, "name");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(info, "version");
+
+    if (cJSON_IsString(n)) {
+        snprintf(name, name_size, "%s", n->valuestring);
+    }
+    if (cJSON_IsString(v)) {
+        snprintf(version, version_size, "%s", v->valuestring);
+    }
+}
+
+static void
+do_initialize(struct server *s, const cJSON *id, const cJSON *params)
+{
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
+    cJSON *r;
+
+    if (!cJSON_IsString(pv)) {
+        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                       "initialize needs 'protocolVersion' (a string) in params");
+        return;
+    }
+    if (s->initialized) {
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                       "'initialize' was already received on this connection; send it once");
+        return;
+    }
+    /* Echo a version we speak; otherwise offer the newest handshake revision. */
+    snprintf(s->version, sizeof(s->version), "%s",
+             in_list(legacy_versions, pv->valuestring) ? pv->valuestring : legacy_versions[0]);
+    copy_client_info(cJSON_GetObjectItemCaseSensitive(params, "clientInfo"), s->client_name,
+                     sizeof(s->client_name), s->client_version, sizeof(s->client_version));
+    snprintf(s->env->client_name, sizeof(s->env->client_name), "%s", s->client_name);
+    snprintf(s->env->client_version, sizeof(s->env->client_version), "%s", s->client_version);
+    s->initialized = 1;
+    log_info("initialized: client '%s' %s, protocol %s (asked for %s)", s->client_name,
+             s->client_version, s->version, pv->valuestring);
+
+    r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "protocolVersion", s->version);
+    cJSON_AddItemToObject(r, "capabilities", capabilities());
+    cJSON_AddItemToObject(r, "serverInfo", server_info(s));
+    cJSON_AddStringToObject(r, "instructions", server_instructions);
+    send_result(s, id, r, 0);
+}
+
+static void
+do_discover(struct server *s, const cJSON *id)
+{
+    cJSON *r = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(r, "resultType", "complete");
+    cJSON_AddItemToObject(r, "supportedVersions", version_list(mcp_versions));
+    cJSON_AddItemToObject(r, "capabilities", capabilities());
+    cJSON_AddItemToObject(r, "serverInfo", server_info(s));
+    cJSON_AddStringToObject(r, "instructions", server_instructions);
+    /* Nothing here changes while the process lives. */
+    cJSON_AddNumberToObject(r, "ttlMs", 3600000);
+    cJSON_AddStringToObject(r, "cacheScope", "public");
+    send_result(s, id, r, 1);
+}
+
+/* ---- tools/call tasks ----------------------------------------------------------------- */
+
+static void
+req_unlink(struct mcp_req *r)
+{
+    struct server *s = r->srv;
+
+    if (r->prev != NULL) {
+        r->prev->next = r->next;
+    } else {
+        s->inflight = r->next;
+    }
+    if (r->next != NULL) {
+        r->next->prev = r->prev;
+    }
+    cJSON_Delete(r->id);
+    mem_free(r);
+}
+
+static void
+on_call_respond(void *ctx, cJSON *result)
+{
+    struct mcp_req *r = ctx;
+    struct server *s = r->srv;
+
+    if (r->cancelled) {
+        cJSON_Delete(result);
+    } else if (result == NULL) {
+        send_error(s, r->id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+    } else {
+        send_result(s, r->id, result, r->modern);
+    }
+    req_unlink(r);
+    maybe_finish(s);
+}
+
+static void
+on_call_progress(void *ctx, cJSON *params)
+{
+    struct mcp_req *r = ctx;
+    cJSON *m;
+
+    if (r->cancelled) {
+        cJSON_Delete(params);
+        return;
+    }
+    m = cJSON_CreateObject();
+    if (m == NULL) {
+        cJSON_Delete(params);
+        return;
+    }
+    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+    cJSON_AddStringToObject(m, "method", "notifications/progress");
+    cJSON_AddItemToObject(m, "params", params);
+    send_msg(r->srv, m);
+}
+
+static void
+id_key(const cJSON *id, char *out, size_t size)
+{
+    if (cJSON_IsString(id)) {
+        snprintf(out, size, "s:%s", id->valuestring);
+    } else if (cJSON_IsRaw(id)) {
+        snprintf(out, size, "n:%s", id->valuestring);
+    } else if (cJSON_IsNumber(id)) {
+        snprintf(out, size, "n:%.0f", id->valuedouble);
+    } else {
+        snprintf(out, size, "?");
+    }
+}
+
+static struct mcp_req *
+find_req(struct server *s, const char *key)
+{
+    for (struct mcp_req *r = s->inflight; r != NULL; r = r->next) {
+        if (strcmp(r->key, key) == 0) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void
+do_tools_call(struct server *s, const cJSON *id, const cJSON *params, int modern)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+    const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+    struct tool_call_req treq;
+    struct tool_call_host host;
+    struct mcp_req *r;
+    char cname[128] = "", cversion[64] = "";
+
+    if (!cJSON_IsString(name)) {
+        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                       "tools/call needs 'name' (a string) in params");
+        return;
+    }
+    memset(&treq, 0, sizeof(treq));
+    treq.def = tools_find(name->valuestring);
+    if (treq.def == NULL) {
+        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                       "unknown tool '%.100s'; tools/list names the tools", name->valuestring);
+        return;
+    }
+    r = mem_calloc(1, sizeof(*r));
+    if (r == NULL || (r->id = cJSON_Duplicate(id, 1)) == NULL) {
+        mem_free(r);
+        send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        return;
+    }
+    id_key(id, r->key, sizeof(r->key));
+    if (find_req(s, r->key) != NULL) {
+        cJSON_Delete(r->id);
+        mem_free(r);
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                       "request id is already in use by a call in flight; use a new id");
+        return;
+    }
+    r->srv = s;
+    r->modern = modern;
+    r->next = s->inflight;
+    if (s->inflight != NULL) {
+        s->inflight->prev = r;
+    }
+    s->inflight = r;
+
+    snprintf(cname, sizeof(cname), "%s", s->client_name);
+    snprintf(cversion, sizeof(cversion), "%s", s->client_version);
+    copy_client_info(cJSON_GetObjectItemCaseSensitive(meta, META_CLIENT_INFO), cname, sizeof(cname),
+                     cversion, sizeof(cversion));
+    treq.arguments = cJSON_GetObjectItemCaseSensitive(params, "arguments");
+    treq.progress_token = (cJSON_IsString(token) || cJSON_IsNumber(token)) ? token : NULL;
+    treq.client_name = cname[0] ? cname : NULL;
+    treq.client_version = cversion[0] ? cversion : NULL;
+    host.respond = on_call_respond;
+    host.progress = on_call_progress;
+    host.ctx = r;
+    r->call = tools_call_new(s->env, &treq, &host);
+    if (r->call == NULL) {
+        send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        req_unlink(r);
+        return;
+    }
+    tools_call_run(r->call); /* may end the call (and free r) before it returns */
+}
+
+static void
+cancel_req(struct mcp_req *r)
+{
+    if (r->cancelled) {
+        return;
+    }
+    r->cancelled = 1;
+    tools_call_cancel(r->call); /* the hook may end the call and free r */
+}
+
+/* ---- one message ---------------------------------------------------------------------- */
+
+static void
+do_notification(struct server *s, const char *method, const cJSON *params)
+{
+    s->n_notifications++;
+    if (strcmp(method, "notifications/cancelled") == 0) {
+        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+        char key[ID_TEXT_MAX + 8];
+        struct mcp_req *r;
+
+        id_key(rid, key, sizeof(key));
+        r = find_req(s, key);
+        if (r != NULL) {
+            log_info("request %s cancelled by the client", key + 2);
+            cancel_req(r);
+        } else {
+            log_debug("cancellation for request %s, which is not in flight", key);
+        }
+    } else if (strcmp(method, "notifications/initialized") == 0) {
+        log_debug("client sent notifications/initialized");
+    } else {
+        log_debug("ignoring notification '%s'", method);
+    }
+}
+
+/* Builds the id to echo: a string as is, an integer as its exact text. NULL if invalid. */
+static cJSON *
+make_id(const cJSON *idj, const char *line, size_t len)
+{
+    const char *raw;
+    size_t n;
+
+    if (cJSON_IsString(idj)) {
+        return cJSON_CreateString(idj->valuestring);
+    }
+    if (!cJSON_IsNumber(idj) || mcp_json_raw_member(line, len, "id", &raw, &n) < 0 || n == 0 ||
+        n > ID_TEXT_MAX) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!((raw[i] >= '0' && raw[i] <= '9') || (i == 0 && raw[i] == '-'))) {
+            return NULL; /* a fraction or exponent: JSON-RPC ids are strings or integers */
+        }
+    }
+    char text[ID_TEXT_MAX + 1];
+    memcpy(text, raw, n);
+    text[n] = '\0';
+    return cJSON_CreateRaw(text);
+}
+
+static void
+handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
+{
+    const cJSON *jsonrpc = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+    const cJSON *idj = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+    const cJSON *meta, *pv;
+    cJSON *id = NULL;
+    const char *method;
+    int modern = 0;
+
+    if (idj == NULL && mj == NULL) {
+        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                       "a message needs 'method' (requests and notifications) or 'id'");
+        return;
+    }
+    if (mj == NULL && (cJSON_GetObjectItemCaseSensitive(msg, "result") != NULL ||
+                       cJSON_GetObjectItemCaseSensitive(msg, "error") != NULL)) {
+        log_debug("ignoring a response from the client; drun sends no requests");
+        return;
+    }
+    if (idj == NULL) {
+        /* A notification: never answered, even when malformed. */
+        if (!cJSON_IsString(jsonrpc) || strcmp(jsonrpc->valuestring, "2.0") != 0 ||
+            !cJSON_IsString(mj)) {
+            s->n_protocol_errors++;
+            log_warn("protocol error: ignoring a malformed notification");
+            return;
+        }
+        do_notification(s, mj->valuestring, params);
+        return;
+    }
+    s->n_requests++;
+    id = make_id(idj, line, len);
+    if (id == NULL) {
+        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                       "'id' must be a string or an integer (at most %d characters)", ID_TEXT_MAX);
+        return;
+    }
+    if (!cJSON_IsString(jsonrpc) || strcmp(jsonrpc->valuestring, "2.0") != 0) {
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'jsonrpc' must be \"2.0\"");
+        goto out;
+    }
+    if (!cJSON_IsString(mj)) {
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'method' must be a string");
+        goto out;
+    }
+    method = mj->valuestring;
+    if (params != NULL && !cJSON_IsObject(params)) {
+        protocol_error(s, id, RPC_INVALID_PARAMS, NULL, "'params' must be an object");
+        goto out;
+    }
+    if (s->shutting_down) {
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                       "the server is shutting down; start a new one");
+        goto out;
+    }
+    meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+    pv = cJSON_GetObjectItemCaseSensitive(meta, META_PROTOCOL_VERSION);
+    if (pv != NULL) {
+        if (!cJSON_IsString(pv) || !in_list(mcp_versions, pv->valuestring)) {
+            cJSON *data = cJSON_CreateObject();
+            cJSON_AddItemToObject(data, "supported", version_list(mcp_versions));
+            cJSON_AddItemToObject(data, "requested",
+                                  cJSON_IsString(pv) ? cJSON_CreateString(pv->valuestring)
+                                                     : cJSON_Duplicate(pv, 1));
+            protocol_error(s, id, RPC_UNSUPPORTED_VER, data, "Unsupported protocol version");
+            goto out;
+        }
+        modern = in_list(modern_versions, pv->valuestring);
+    }
+
+    if (strcmp(method, "initialize") == 0) {
+        do_initialize(s, id, params);
+    } else if (strcmp(method, "ping") == 0) {
+        send_result(s, id, cJSON_CreateObject(), modern);
+    } else if (strcmp(method, "server/discover") == 0) {
+        do_discover(s, id);
+    } else if (!s->initialized && pv == NULL) {
+        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                       "'%.100s' before 'initialize'; send initialize first, or name the "
+                       "protocol version in params._meta \"" META_PROTOCOL_VERSION "\"",
+                       method);
+    } else if (strcmp(method, "tools/list") == 0) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON *list = tools_list_json();
+        if (r == NULL || list == NULL) {
+            cJSON_Delete(r);
+            cJSON_Delete(list);
+            send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        } else {
+            cJSON_AddItemToObject(r, "tools", list);
+            send_result(s, id, r, modern);
+        }
+    } else if (strcmp(method, "tools/call") == 0) {
+        do_tools_call(s, id, params, modern);
+    } else {
+        protocol_error(s, id, RPC_METHOD_NOT_FOUND, NULL, "method '%.100s' not found", method);
+    }
+out:
+    cJSON_Delete(id);
+}
+
+static void
+handle_line(struct server *s, const char *p, size_t n)
+{
+    size_t bad = 0;
+    int depth;
+    cJSON *msg;
+
+    while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t')) {
+        n--;
+    }
+    if (n == 0) {
+        return; /* blank lines are not messages */
+    }
+    if (!mcp_utf8_valid(p, n, &bad)) {
+        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                       "parse error: invalid UTF-8 at byte %zu; send UTF-8 JSON", bad);
+        return;
+    }
+    depth = mcp_json_depth(p, n, s->opts.max_depth);
+    if (depth > s->opts.max_depth) {
+        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                       "parse error: JSON nested deeper than %d levels", s->opts.max_depth);
+        return;
+    }
+    msg = cJSON_ParseWithLength(p, n);
+    if (msg == NULL) {
+        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL, "parse error: the line is not valid JSON");
+        return;
+    }
+    if (cJSON_IsArray(msg)) {
+        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                       "batches are not supported; send one message per line");
+    } else if (!cJSON_IsObject(msg)) {
+        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "a message must be a JSON object");
+    } else {
+        handle_message(s, msg, p, n);
+    }
+    cJSON_Delete(msg);
+}
+
+/* Splits input into lines; an over-long line is answered once and skipped to its end. */
+static void
+feed(struct server *s, const char *data, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(data, '\n', n);
+        size_t seg = nl ? (size_t)(nl - data) : n;
+        size_t used = nl ? seg + 1 : n;
+
+        if (s->skipping) {
+            s->skipping = nl == NULL;
+        } else if (s->line.len + seg > s->opts.max_line_bytes) {
+            protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                           "message longer than the %zu-byte line limit; it was skipped",
+                           s->opts.max_line_bytes);
+            buf_reset(&s->line);
+            s->skipping = nl == NULL;
+        } else if (nl == NULL) {
+            buf_append(&s->line, data, seg);
+        } else if (s->line.len == 0) {
+            handle_line(s, data, seg); /* the whole line is in this chunk: no copy */
+        } else {
+            buf_append(&s->line, data, seg);
+            handle_line(s, s->line.data, s->line.len);
+            buf_reset(&s->line);
+        }
+        data += used;
+        n -= used;
+    }
+}
+
+/* ---- input ------------------------------------------------------------------------------ */
+
+static void
+end_of_input(struct server *s)
+{
+    if (s->line.len > 0 || s->skipping) {
+        log_info("input ended inside a message; %zu bytes without a newline discarded",
+                 s->line.len);
+    }
+    begin_shutdown(s, "end of input");
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct server *s = h->data;
+    (void)suggested;
+    *b = uv_buf_init(s->rbuf, (unsigned)READ_CHUNK);
+}
+
+static void
+on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    struct server *s = st->data;
+
+    if (n > 0) {
+        feed(s, b->base, (size_t)n);
+    } else if (n == UV_EOF) {
+        end_of_input(s);
+    } else if (n < 0) {
+        log_warn("cannot read the input: %s", uv_strerror((int)n));
+        begin_shutdown(s, "input error");
+    }
+}
+
+static void start_fs_read(struct server *s);
+
+static void
+on_fs_read(uv_fs_t *req)
+{
+    struct server *s = req->data;
+    ssize_t n = req->result;
+
+    uv_fs_req_cleanup(req);
+    s->in_fs_busy = 0;
+    if (s->shutting_down) {
+        maybe_finish(s);
+        return;
+    }
+    if (n > 0) {
+        feed(s, s->rbuf, (size_t)n);
+        start_fs_read(s);
+    } else if (n == 0) {
+        end_of_input(s);
+    } else {
+        log_warn("cannot read the input: %s", uv_strerror((int)n));
+        begin_shutdown(s, "input error");
+    }
+}
+
+static void
+start_fs_read(struct server *s)
+{
+    uv_buf_t b = uv_buf_init(s->rbuf, (unsigned)READ_CHUNK);
+
+    if (s->shutting_down) {
+        return;
+    }
+    s->in_fs.data = s;
+    if (uv_fs_read(&s->loop, &s->in_fs, s->opts.in_fd, &b, 1, -1, on_fs_read) == 0) {
+        s->in_fs_busy = 1;
+    } else {
+        begin_shutdown(s, "input error");
+    }
+}
+
+/* Opens fd as a libuv stream if it is a pipe, socket or terminal; returns 1 if it did. */
+static int
+open_stream(struct server *s, void *h, int fd, int readable)
+{
+    uv_handle_type t = uv_guess_handle(fd);
+
+    if (t == UV_NAMED_PIPE) {
+        if (uv_pipe_init(&s->loop, h, 0) == 0 && uv_pipe_open(h, fd) == 0) {
+            ((uv_handle_t *)h)->data = s;
+            return 1;
+        }
+    } else if (t == UV_TTY) {
+        if (uv_tty_init(&s->loop, h, fd, readable) == 0) {
+            ((uv_handle_t *)h)->data = s;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- shutdown ------------------------------------------------------------------------- */
+
+static void
+close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) {
+        uv_close(h, NULL);
+    }
+}
+
+/* The last step: every handle still open (ours, or a tool's that outstayed the grace). */
+static void
+on_final(uv_timer_t *t)
+{
+    struct server *s = t->data;
+
+    s->in_open = 0;
+    s->out_open = 0;
+    uv_walk(&s->loop, close_walk, NULL);
+}
+
+/*
+ * Everything is done: close on the next loop turn, so a tool that ended its call from
+ * inside a callback has closed its own handles first.
+ */
+static void
+maybe_finish(struct server *s)
+{
+    if (s->shutting_down && !s->finishing && s->inflight == NULL && s->queued == 0 &&
+        !s->in_fs_busy) {
+        s->finishing = 1;
+        uv_timer_stop(&s->grace);
+        uv_timer_start(&s->grace, on_final, 0, 0);
+    }
+}
+
+static void
+on_grace(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    int n = 0;
+
+    for (struct mcp_req *r = s->inflight; r != NULL; r = r->next) {
+        n++;
+    }
+    if (n > 0) {
+        log_warn("%d cancelled calls did not end within %d ms; exiting without them", n,
+                 s->opts.shutdown_grace_ms);
+    }
+    if (s->queued > 0) {
+        log_warn("%zu bytes of output could not be delivered", s->queued);
+    }
+    on_final(t);
+}
+
+static void
+begin_shutdown(struct server *s, const char *why)
+{
+    struct mcp_req *r;
+
+    if (s->shutting_down) {
+        return;
+    }
+    s->shutting_down = 1;
+    log_info("shutting down: %s", why);
+    if (s->in_stream && s->in_open) {
+        s->in_open = 0;
+        uv_read_stop((uv_stream_t *)&s->in);
+        uv_close((uv_handle_t *)&s->in, NULL);
+    }
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    /* Cancel each call once; a hook may end its call (and unlink it) at once. */
+    for (;;) {
+        for (r = s->inflight; r != NULL && r->cancelled; r = r->next) {
+        }
+        if (r == NULL) {
+            break;
+        }
+        cancel_req(r);
+    }
+    uv_timer_start(&s->grace, on_grace, (uint64_t)s->opts.shutdown_grace_ms, 0);
+    s->grace_started = 1;
+    maybe_finish(s);
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+    struct server *s = h->data;
+    begin_shutdown(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+int
+mcp_serve(struct tools_env *env, const struct mcp_opts *opts, struct err *err)
+{
+    struct server *s = mem_calloc(1, sizeof(*s));
+    int rc;
+
+    if (s == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    s->env = env;
+    s->opts = *opts;
+    if (s->opts.max_line_bytes == 0) {
+        s->opts.max_line_bytes = MCP_MAX_LINE_DEFAULT;
+    }
+    if (s->opts.max_queue_bytes == 0) {
+        s->opts.max_queue_bytes = MCP_MAX_QUEUE_DEFAULT;
+    }
+    if (s->opts.max_depth <= 0) {
+        s->opts.max_depth = MCP_MAX_DEPTH_DEFAULT;
+    }
+    if (s->opts.shutdown_grace_ms <= 0) {
+        s->opts.shutdown_grace_ms = 2000;
+    }
+    buf_init(&s->line, s->opts.max_line_bytes + 1);
+    s->rbuf = mem_alloc(READ_CHUNK);
+    if (s->rbuf == NULL) {
+        mem_free(s);
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    rc = uv_loop_init(&s->loop);
+    if (rc < 0) {
+        mem_free(s->rbuf);
+        mem_free(s);
+        return err_set(err, ERR_IO, "cannot start the event loop: %s", uv_strerror(rc));
+    }
+    env->loop = &s->loop;
+
+    s->out_stream = open_stream(s, &s->out, s->opts.out_fd, 0);
+    s->out_open = s->out_stream;
+    s->in_stream = open_stream(s, &s->in, s->opts.in_fd, 1);
+    s->in_open = s->in_stream;
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    s->sigterm.data = s->sigint.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_timer_init(&s->loop, &s->grace);
+    s->grace.data = s;
+
+    if (s->in_stream) {
+        rc = uv_read_start((uv_stream_t *)&s->in, on_alloc, on_read);
+        if (rc < 0) {
+            log_error("cannot read the input: %s", uv_strerror(rc));
+            begin_shutdown(s, "input error");
+        }
+    } else {
+        start_fs_read(s);
+    }
+    log_info("serving MCP on stdio (%zu tools)", tools_count());
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+
+    log_info("served %ld requests and %ld notifications; %ld protocol errors", s->n_requests,
+             s->n_notifications, s->n_protocol_errors);
+    rc = uv_loop_close(&s->loop);
+    if (rc < 0) {
+        log_debug("event loop closed with handles open: %s", uv_strerror(rc));
+    }
+    env->loop = NULL;
+    buf_release(&s->line);
+    mem_free(s->rbuf);
+    mem_free(s);
+    return 0;
+}

@@ -1,0 +1,453 @@
+/*
+ * tools_call.c - one tools/call from start to end: argument check, handler, result
+ * encoding, progress, cancellation and the audit row.
+ *
+ * Invariants. A call ends exactly once, through finish(); finish() writes the audit row,
+ * hands the result (or NULL when cancelled) to the host and frees the call. Nothing is
+ * sent for a cancelled call, and progress never goes backwards. Results follow the MCP
+ * tools/call shape: content blocks, isError for tool failures, structuredContent for
+ * JSON results (the same object as the text block, so a client can read either).
+ */
+#include "tools/tools.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/timeutil.h"
+
+#define SUMMARY_MAX 200
+
+struct tool_call {
+    struct tools_env *env;
+    const struct tool_def *def;
+    struct tool_call_host host;
+    cJSON *args;           /* owned; always an object once run */
+    cJSON *progress_token; /* owned; NULL if none */
+    char *client_name;     /* owned; may be NULL */
+    char *client_version;
+    int64_t start_ms;      /* wall clock, for the audit row */
+    int64_t start_mono_ms; /* for the duration */
+    double last_progress;
+    int sent_progress;
+    int cancelled;
+    tool_cancel_fn cancel_fn;
+    void *cancel_arg;
+    char session_id[16];
+    int64_t checkpoint_id;
+    char summary[SUMMARY_MAX + 1];
+};
+
+const char *
+tools_err_code(int err_code)
+{
+    switch ((enum err_code)err_code) {
+    case ERR_INVAL:
+        return TOOL_ERR_INVALID_ARGUMENTS;
+    case ERR_CANCELLED:
+        return TOOL_ERR_CANCELLED;
+    case ERR_TIMEOUT:
+        return "execution_timeout";
+    case ERR_OK:
+    case ERR_NOMEM:
+    case ERR_NOTFOUND:
+    case ERR_EXISTS:
+    case ERR_DENIED:
+    case ERR_BUSY:
+    case ERR_TOOBIG:
+    case ERR_IO:
+    case ERR_DB:
+    case ERR_CORRUPT:
+    case ERR_VERSION:
+    case ERR_INTERNAL:
+    case ERR__COUNT:
+        break;
+    }
+    return TOOL_ERR_INTERNAL;
+}
+
+struct tool_call *
+tools_call_new(struct tools_env *env, const struct tool_call_req *req,
+               const struct tool_call_host *host)
+{
+    struct tool_call *c = mem_calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        return NULL;
+    }
+    c->env = env;
+    c->def = req->def;
+    c->host = *host;
+    c->checkpoint_id = -1;
+    c->start_ms = time_now_ms();
+    c->start_mono_ms = time_mono_ms();
+    c->args = req->arguments ? cJSON_Duplicate(req->arguments, 1) : cJSON_CreateObject();
+    if (req->progress_token != NULL) {
+        c->progress_token = cJSON_Duplicate(req->progress_token, 1);
+    }
+    if (req->client_name != NULL) {
+        c->client_name = mem_strdup(req->client_name);
+    }
+    if (req->client_version != NULL) {
+        c->client_version = mem_strdup(req->client_version);
+    }
+    if (c->args == NULL || (req->progress_token && c->progress_token == NULL) ||
+        (req->client_name && c->client_name == NULL) ||
+        (req->client_version && c->client_version == NULL)) {
+        cJSON_Delete(c->args);
+        cJSON_Delete(c->progress_token);
+        mem_free(c->client_name);
+        mem_free(c->client_version);
+        mem_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void
+write_audit(struct tool_call *c, const char *outcome, const char *code, const char *message)
+{
+    struct store_audit row;
+    struct err err;
+    char *args = NULL;
+    char summary[SUMMARY_MAX + 64];
+
+    if (c->env == NULL || c->env->store == NULL) {
+        return;
+    }
+    memset(&row, 0, sizeof(row));
+    args = cJSON_PrintUnformatted(c->args);
+    if (c->summary[0] != '\0') {
+        snprintf(summary, sizeof(summary), "%s", c->summary);
+    } else if (message != NULL) {
+        snprintf(summary, sizeof(summary), "%s: %.200s", code ? code : outcome, message);
+    } else {
+        snprintf(summary, sizeof(summary), "%s", c->def->name);
+    }
+    for (char *p = summary; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20) {
+            *p = ' ';
+        }
+    }
+    row.time_ms = c->start_ms;
+    row.pid = getpid();
+    row.kind = "call";
+    row.client_name = c->client_name;
+    row.client_version = c->client_version;
+    row.session_id = c->session_id[0] ? c->session_id : NULL;
+    row.tool = c->def->name;
+    row.summary = summary;
+    row.outcome = outcome;
+    row.error_code = code;
+    row.duration_ms = time_mono_ms() - c->start_mono_ms;
+    row.checkpoint_id = c->checkpoint_id;
+    row.args = args;
+    row.args_len = args ? strlen(args) : 0;
+    if (store_audit_append(c->env->store, &row, &err) < 0) {
+        log_warn("cannot write the audit row for '%s': %s", c->def->name, err.msg);
+    }
+    cJSON_free(args);
+}
+
+/* Ends the call: audit, hand the result (or NULL) to the host, free. */
+static void
+finish(struct tool_call *c, cJSON *result, const char *code, const char *message)
+{
+    const char *outcome = c->cancelled ? "cancelled" : code ? "error" : "ok";
+    struct tool_call_host host = c->host;
+
+    write_audit(c, outcome, c->cancelled ? TOOL_ERR_CANCELLED : code, message);
+    cJSON_Delete(c->args);
+    cJSON_Delete(c->progress_token);
+    mem_free(c->client_name);
+    mem_free(c->client_version);
+    mem_free(c);
+    if (host.respond == NULL) {
+        cJSON_Delete(result);
+        return;
+    }
+    if (outcome[0] == 'c') { /* cancelled: nothing is sent */
+        cJSON_Delete(result);
+        host.respond(host.ctx, NULL);
+        return;
+    }
+    if (result == NULL) {
+        /* Out of memory while encoding: the host answers with a JSON-RPC internal error. */
+        log_error("cannot encode the result of a tool call: out of memory");
+    }
+    host.respond(host.ctx, result);
+}
+
+static cJSON *
+text_result(const char *text, int is_error)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(r, "content");
+    cJSON *block = cJSON_CreateObject();
+
+    if (r == NULL || content == NULL || block == NULL) {
+        cJSON_Delete(block);
+        cJSON_Delete(r);
+        return NULL;
+    }
+    cJSON_AddStringToObject(block, "type", "text");
+    if (cJSON_AddStringToObject(block, "text", text) == NULL) {
+        cJSON_Delete(block);
+        cJSON_Delete(r);
+        return NULL;
+    }
+    cJSON_AddItemToArray(content, block);
+    if (is_error) {
+        cJSON_AddBoolToObject(r, "isError", 1);
+    }
+    return r;
+}
+
+void
+tool_call_done_json(struct tool_call *call, cJSON *result)
+{
+    char *text = result ? cJSON_PrintUnformatted(result) : NULL;
+    cJSON *r = text ? text_result(text, 0) : NULL;
+
+    cJSON_free(text);
+    /* structuredContent must be an object; an array result goes as text only. */
+    if (r != NULL && cJSON_IsObject(result)) {
+        cJSON_AddItemToObject(r, "structuredContent", result);
+        result = NULL;
+    }
+    cJSON_Delete(result);
+    finish(call, r, NULL, NULL);
+}
+
+void
+tool_call_done_text(struct tool_call *call, const char *text)
+{
+    finish(call, text_result(text ? text : "", 0), NULL, NULL);
+}
+
+void
+tool_call_done_content(struct tool_call *call, cJSON *content)
+{
+    cJSON *r = cJSON_CreateObject();
+
+    if (r != NULL && content != NULL) {
+        cJSON_AddItemToObject(r, "content", content);
+        content = NULL;
+    } else {
+        cJSON_Delete(r);
+        r = NULL;
+    }
+    cJSON_Delete(content);
+    finish(call, r, NULL, NULL);
+}
+
+void
+tool_call_done_error(struct tool_call *call, const char *code, const char *message, cJSON *detail)
+{
+    cJSON *e = cJSON_CreateObject();
+    char *text = NULL;
+    cJSON *r = NULL;
+
+    if (code == NULL) {
+        code = TOOL_ERR_INTERNAL;
+    }
+    if (message == NULL) {
+        message = "";
+    }
+    if (e != NULL) {
+        cJSON_AddStringToObject(e, "code", code);
+        cJSON_AddStringToObject(e, "message", message);
+        if (detail != NULL) {
+            cJSON_AddItemToObject(e, "detail", detail);
+            detail = NULL;
+        }
+        text = cJSON_PrintUnformatted(e);
+    }
+    cJSON_Delete(detail);
+    cJSON_Delete(e);
+    if (text != NULL) {
+        r = text_result(text, 1);
+    }
+    cJSON_free(text);
+    finish(call, r, code, message);
+}
+
+void
+tool_call_done_err(struct tool_call *call, const char *code, const struct err *err)
+{
+    tool_call_done_error(call, code ? code : tools_err_code(err->code), err->msg, NULL);
+}
+
+void
+tools_call_run(struct tool_call *call)
+{
+    struct buf msg;
+    const cJSON *schema = tools_schema(call->def);
+
+    if (!cJSON_IsObject(call->args)) {
+        tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS,
+                             "'arguments' must be an object; send {} for a tool without arguments",
+                             NULL);
+        return;
+    }
+    buf_init(&msg, 1024);
+    if (schema != NULL && tools_schema_check(schema, call->args, &msg) < 0) {
+        /* The message is capped by the buffer; a cut one is still useful. */
+        char text[1100];
+        snprintf(text, sizeof(text), "%s", msg.data ? msg.data : "arguments do not match");
+        buf_release(&msg);
+        tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS, text, NULL);
+        return;
+    }
+    buf_release(&msg);
+    call->def->handler(call);
+}
+
+void
+tools_call_cancel(struct tool_call *call)
+{
+    tool_cancel_fn fn;
+
+    if (call == NULL || call->cancelled) {
+        return;
+    }
+    call->cancelled = 1;
+    fn = call->cancel_fn;
+    call->cancel_fn = NULL;
+    if (fn != NULL) {
+        fn(call, call->cancel_arg);
+    }
+}
+
+const cJSON *
+tool_call_args(const struct tool_call *call)
+{
+    return call->args;
+}
+
+const char *
+tool_call_arg_str(const struct tool_call *call, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(call->args, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int64_t
+tool_call_arg_int(const struct tool_call *call, const char *name, int64_t dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(call->args, name);
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+
+int
+tool_call_arg_bool(const struct tool_call *call, const char *name, int dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(call->args, name);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+struct tools_env *
+tool_call_env(const struct tool_call *call)
+{
+    return call->env;
+}
+
+const struct tool_def *
+tool_call_def(const struct tool_call *call)
+{
+    return call->def;
+}
+
+const char *
+tool_call_client_name(const struct tool_call *call)
+{
+    return call->client_name ? call->client_name : "";
+}
+
+const char *
+tool_call_client_version(const struct tool_call *call)
+{
+    return call->client_version ? call->client_version : "";
+}
+
+int
+tool_call_has_progress(const struct tool_call *call)
+{
+    return call->progress_token != NULL;
+}
+
+void
+tool_call_progress(struct tool_call *call, double progress, double total, const char *message)
+{
+    cJSON *p;
+
+    if (call->progress_token == NULL || call->cancelled || call->host.progress == NULL) {
+        return;
+    }
+    if (call->sent_progress && !(progress > call->last_progress)) {
+        return;
+    }
+    p = cJSON_CreateObject();
+    if (p == NULL) {
+        return;
+    }
+    cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(call->progress_token, 1));
+    cJSON_AddNumberToObject(p, "progress", progress);
+    if (total >= 0) {
+        cJSON_AddNumberToObject(p, "total", total);
+    }
+    if (message != NULL) {
+        cJSON_AddStringToObject(p, "message", message);
+    }
+    call->sent_progress = 1;
+    call->last_progress = progress;
+    call->host.progress(call->host.ctx, p);
+}
+
+void
+tool_call_on_cancel(struct tool_call *call, tool_cancel_fn fn, void *arg)
+{
+    call->cancel_fn = fn;
+    call->cancel_arg = arg;
+}
+
+int
+tool_call_cancelled(const struct tool_call *call)
+{
+    return call->cancelled;
+}
+
+void
+tool_call_set_session(struct tool_call *call, const char *session_id)
+{
+    snprintf(call->session_id, sizeof(call->session_id), "%s", session_id ? session_id : "");
+}
+
+void
+tool_call_set_checkpoint(struct tool_call *call, int64_t checkpoint_id)
+{
+    call->checkpoint_id = checkpoint_id;
+}
+
+void
+tool_call_set_summary(struct tool_call *call, const char *fmt, ...)
+{
+    struct buf b;
+    va_list ap;
+
+    buf_init(&b, 4096);
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    snprintf(call->summary, sizeof(call->summary), "%s", buf_cstr(&b));
+    buf_release(&b);
+    for (char *p = call->summary; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20) {
+            *p = ' ';
+        }
+    }
+}
