@@ -1,0 +1,634 @@
+/*
+ * fetch_html.c - the pure parts of session_fetch's saving: which assets an HTML page
+ * names, where the response and its assets are saved, and the manifest.json text.
+ *
+ * Asset collection follows the reference (§5 step 9): <link href> whose rel has a
+ * token "stylesheet" or a token ending in "icon", then <script src>, then <img src>;
+ * empty, "#...", data:, mailto: and javascript: values are skipped; the rest are
+ * resolved against the page URL with curl's URL API, kept if http or https, and
+ * de-duplicated by resolved URL. The scanner is a small tolerant tokenizer, not a full
+ * HTML parser: it skips comments and the contents of <script> and <style> (so a URL in
+ * a string inside a script is not taken for an <img>), reads quoted and unquoted
+ * attributes, and decodes the common character references. At most FETCH_HTML_MAX_URLS
+ * URLs are collected from one page.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fetch/fetch.h"
+#include "util/mem.h"
+
+#define FETCH_HTML_MAX_URLS 1024
+#define ATTR_MAX            8192
+
+void
+fetch_strv_free(char **v, size_t n)
+{
+    if (v == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mem_free(v[i]);
+    }
+    mem_free(v);
+}
+
+static int
+is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+static int
+is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Finds needle (ASCII, lower-case) case-insensitively in s[0..n); returns index or n. */
+static size_t
+find_ci(const char *s, size_t n, size_t from, const char *needle)
+{
+    size_t nl = strlen(needle);
+
+    for (size_t i = from; i + nl <= n; i++) {
+        if (strncasecmp(s + i, needle, nl) == 0) {
+            return i;
+        }
+    }
+    return n;
+}
+
+/* Decodes character references in v[0..n) into out (size ATTR_MAX), trimmed. */
+static void
+decode_attr(const char *v, size_t n, char *out)
+{
+    static const struct {
+        const char *name;
+        char c;
+    } refs[] = {{"amp;", '&'}, {"quot;", '"'}, {"apos;", '\''}, {"lt;", '<'}, {"gt;", '>'}};
+    size_t o = 0;
+
+    while (n > 0 && is_space(*v)) {
+        v++;
+        n--;
+    }
+    while (n > 0 && is_space(v[n - 1])) {
+        n--;
+    }
+    for (size_t i = 0; i < n && o + 1 < ATTR_MAX; i++) {
+        if (v[i] == '&') {
+            int done = 0;
+            for (size_t k = 0; k < sizeof(refs) / sizeof(refs[0]); k++) {
+                size_t rl = strlen(refs[k].name);
+                if (i + 1 + rl <= n && strncasecmp(v + i + 1, refs[k].name, rl) == 0) {
+                    out[o++] = refs[k].c;
+                    i += rl;
+                    done = 1;
+                    break;
+                }
+            }
+            if (!done && i + 2 < n && v[i + 1] == '#') {
+                size_t j = i + 2;
+                unsigned long cp = 0;
+                int hex = (v[j] == 'x' || v[j] == 'X');
+                j += hex ? 1 : 0;
+                size_t start = j;
+                while (j < n && j - start < 7 &&
+                       (hex ? ((v[j] >= '0' && v[j] <= '9') || (v[j] >= 'a' && v[j] <= 'f') ||
+                               (v[j] >= 'A' && v[j] <= 'F'))
+                            : (v[j] >= '0' && v[j] <= '9'))) {
+                    char c = v[j];
+                    unsigned d = (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+                    cp = cp * (hex ? 16 : 10) + d;
+                    j++;
+                }
+                if (j > start && j < n && v[j] == ';' && cp > 0 && cp < 0x80) {
+                    out[o++] = (char)cp;
+                    i = j;
+                    done = 1;
+                }
+            }
+            if (done) {
+                continue;
+            }
+        }
+        out[o++] = v[i];
+    }
+    out[o] = 0;
+}
+
+/* 1 if the rel value has a token "stylesheet" or a token ending in "icon". */
+static int
+rel_wanted(const char *rel)
+{
+    const char *p = rel;
+
+    while (*p) {
+        while (*p && is_space(*p)) {
+            p++;
+        }
+        const char *s = p;
+        while (*p && !is_space(*p)) {
+            p++;
+        }
+        size_t n = (size_t)(p - s);
+        if ((n == 10 && strncasecmp(s, "stylesheet", 10) == 0) ||
+            (n >= 4 && strncasecmp(p - 4, "icon", 4) == 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+struct list {
+    char **v;
+    size_t n, cap;
+};
+
+static int
+list_push(struct list *l, const char *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = mem_realloc(l->v, cap * sizeof(*v));
+        if (v == NULL) {
+            return -1;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n] = mem_strdup(s);
+    if (l->v[l->n] == NULL) {
+        return -1;
+    }
+    l->n++;
+    return 0;
+}
+
+/* Scans one tag starting after '<name'; fills the attributes we care about. */
+static size_t
+scan_attrs(const char *h, size_t n, size_t i, char *rel, char *href, char *src)
+{
+    rel[0] = href[0] = src[0] = 0;
+    while (i < n && h[i] != '>') {
+        if (is_space(h[i]) || h[i] == '/') {
+            i++;
+            continue;
+        }
+        size_t ns = i;
+        while (i < n && !is_space(h[i]) && h[i] != '=' && h[i] != '>' && h[i] != '/') {
+            i++;
+        }
+        size_t nl = i - ns;
+        while (i < n && is_space(h[i])) {
+            i++;
+        }
+        const char *val = "";
+        size_t vl = 0;
+        if (i < n && h[i] == '=') {
+            i++;
+            while (i < n && is_space(h[i])) {
+                i++;
+            }
+            if (i < n && (h[i] == '"' || h[i] == '\'')) {
+                char q = h[i++];
+                val = h + i;
+                while (i < n && h[i] != q) {
+                    i++;
+                }
+                vl = (size_t)(h + i - val);
+                if (i < n) {
+                    i++;
+                }
+            } else {
+                val = h + i;
+                while (i < n && !is_space(h[i]) && h[i] != '>') {
+                    i++;
+                }
+                vl = (size_t)(h + i - val);
+            }
+        }
+        if (nl == 3 && strncasecmp(h + ns, "rel", 3) == 0) {
+            decode_attr(val, vl, rel);
+        } else if (nl == 4 && strncasecmp(h + ns, "href", 4) == 0) {
+            decode_attr(val, vl, href);
+        } else if (nl == 3 && strncasecmp(h + ns, "src", 3) == 0) {
+            decode_attr(val, vl, src);
+        }
+    }
+    return i < n ? i + 1 : n;
+}
+
+static int
+skip_value(const char *v)
+{
+    return v[0] == 0 || v[0] == '#' || strncasecmp(v, "data:", 5) == 0 ||
+           strncasecmp(v, "mailto:", 7) == 0 || strncasecmp(v, "javascript:", 11) == 0;
+}
+
+int
+fetch_html_assets(const char *h, size_t n, const char *base_url, char ***urls, size_t *n_out,
+                  struct err *err)
+{
+    struct list raw[3] = {{0}}; /* link, script, img */
+    struct list out = {0};
+    char *rel = mem_alloc(ATTR_MAX), *href = mem_alloc(ATTR_MAX), *src = mem_alloc(ATTR_MAX);
+    CURLU *u = NULL;
+    size_t i = 0, total = 0;
+    int rc = -1;
+
+    *urls = NULL;
+    *n_out = 0;
+    if (rel == NULL || href == NULL || src == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory reading html");
+        goto out;
+    }
+    while (i < n && total < FETCH_HTML_MAX_URLS) {
+        if (h[i] != '<') {
+            i++;
+            continue;
+        }
+        if (i + 4 <= n && strncmp(h + i, "<!--", 4) == 0) {
+            size_t e = find_ci(h, n, i + 4, "-->");
+            i = e < n ? e + 3 : n;
+            continue;
+        }
+        size_t ns = i + 1, ne = ns;
+        while (ne < n && is_alnum(h[ne])) {
+            ne++;
+        }
+        size_t nl = ne - ns;
+        if (nl == 0) {
+            i++;
+            continue;
+        }
+        int kind = -1;
+        if (nl == 4 && strncasecmp(h + ns, "link", 4) == 0) {
+            kind = 0;
+        } else if (nl == 6 && strncasecmp(h + ns, "script", 6) == 0) {
+            kind = 1;
+        } else if (nl == 3 && strncasecmp(h + ns, "img", 3) == 0) {
+            kind = 2;
+        }
+        int raw_text = kind == 1 || (nl == 5 && strncasecmp(h + ns, "style", 5) == 0);
+        i = scan_attrs(h, n, ne, rel, href, src);
+        const char *v = NULL;
+        if (kind == 0 && rel_wanted(rel)) {
+            v = href;
+        } else if (kind == 1 || kind == 2) {
+            v = src;
+        }
+        if (v != NULL && !skip_value(v)) {
+            if (list_push(&raw[kind], v) != 0) {
+                err_set(err, ERR_NOMEM, "out of memory reading html");
+                goto out;
+            }
+            total++;
+        }
+        if (raw_text) {
+            size_t e = find_ci(h, n, i, kind == 1 ? "</script" : "</style");
+            i = e;
+        }
+    }
+    u = curl_url();
+    if (u == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory reading html");
+        goto out;
+    }
+    for (int k = 0; k < 3; k++) {
+        for (size_t j = 0; j < raw[k].n; j++) {
+            char *scheme = NULL, *full = NULL;
+            int dup = 0;
+            if (curl_url_set(u, CURLUPART_URL, base_url, 0) != CURLUE_OK ||
+                curl_url_set(u, CURLUPART_URL, raw[k].v[j], CURLU_NON_SUPPORT_SCHEME) !=
+                    CURLUE_OK ||
+                curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+                (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) ||
+                curl_url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK) {
+                curl_free(scheme);
+                curl_free(full);
+                continue;
+            }
+            for (size_t d = 0; d < out.n; d++) {
+                dup |= strcmp(out.v[d], full) == 0;
+            }
+            int bad = !dup && list_push(&out, full) != 0;
+            curl_free(scheme);
+            curl_free(full);
+            if (bad) {
+                err_set(err, ERR_NOMEM, "out of memory reading html");
+                goto out;
+            }
+        }
+    }
+    *urls = out.v;
+    *n_out = out.n;
+    out.v = NULL;
+    out.n = 0;
+    rc = 0;
+out:
+    for (int k = 0; k < 3; k++) {
+        fetch_strv_free(raw[k].v, raw[k].n);
+    }
+    fetch_strv_free(out.v, out.n);
+    curl_url_cleanup(u);
+    mem_free(rel);
+    mem_free(href);
+    mem_free(src);
+    return rc;
+}
+
+/* ---- naming ---------------------------------------------------------------------- */
+
+/* The last path segment of url (percent-encoding kept), "" if none; caller frees. */
+static int
+url_parts(const char *url, char **host, char **segment, struct err *err)
+{
+    CURLU *u = curl_url();
+    char *h = NULL, *path = NULL;
+    int rc = -1;
+
+    *host = *segment = NULL;
+    if (u == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory naming '%s'", url);
+    }
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        err_set(err, ERR_INVAL, "cannot name a file for '%s': not a URL", url);
+        goto out;
+    }
+    char lh[256];
+    fetch_host_normalize(h, lh, sizeof(lh));
+    const char *slash = strrchr(path, '/');
+    *host = mem_strdup(lh);
+    *segment = mem_strdup(slash ? slash + 1 : path);
+    if (*host == NULL || *segment == NULL) {
+        mem_free(*host);
+        mem_free(*segment);
+        *host = *segment = NULL;
+        err_set(err, ERR_NOMEM, "out of memory naming '%s'", url);
+        goto out;
+    }
+    rc = 0;
+out:
+    curl_free(h);
+    curl_free(path);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+static int
+media_type_is(const char *ct, const char *want)
+{
+    size_t n = 0, wl = strlen(want);
+
+    if (ct == NULL) {
+        return 0;
+    }
+    while (is_space(*ct)) {
+        ct++;
+    }
+    while (ct[n] && ct[n] != ';' && !is_space(ct[n])) {
+        n++;
+    }
+    return n == wl && strncasecmp(ct, want, wl) == 0;
+}
+
+static int
+ends_with_ci(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), sl = strlen(suffix);
+    return n >= sl && strcasecmp(s + n - sl, suffix) == 0;
+}
+
+int
+fetch_name(const char *url, const char *ct, char **dir, char **filename, struct err *err)
+{
+    char *host = NULL, *seg = NULL;
+    struct buf d, fn;
+    int rc = -1;
+
+    *dir = *filename = NULL;
+    buf_init(&d, 4096);
+    buf_init(&fn, 4096);
+    if (url_parts(url, &host, &seg, err) != 0) {
+        return -1;
+    }
+    buf_printf(&d, "downloads/%s", host);
+    if (seg[0] != 0) {
+        const char *dot = strrchr(seg, '.');
+        size_t stem = dot && dot != seg ? (size_t)(dot - seg) : strlen(seg);
+        buf_putc(&d, '/');
+        buf_append(&d, seg, stem);
+        buf_puts(&fn, seg);
+        if (media_type_is(ct, "application/pdf") && !ends_with_ci(seg, ".pdf")) {
+            buf_puts(&fn, ".pdf");
+        }
+    } else {
+        buf_puts(&fn, ct && strcasestr(ct, "text/html") ? "index.html" : "download");
+    }
+    if (buf_failed(&d) || buf_failed(&fn)) {
+        buf_err(buf_failed(&d) ? &d : &fn, "the saved file name", err);
+        goto out;
+    }
+    *dir = buf_detach(&d, NULL);
+    *filename = buf_detach(&fn, NULL);
+    if (*dir == NULL || *filename == NULL) {
+        mem_free(*dir);
+        mem_free(*filename);
+        *dir = *filename = NULL;
+        err_set(err, ERR_NOMEM, "out of memory naming '%s'", url);
+        goto out;
+    }
+    rc = 0;
+out:
+    buf_release(&d);
+    buf_release(&fn);
+    mem_free(host);
+    mem_free(seg);
+    return rc;
+}
+
+/* ---- layout and manifest ---------------------------------------------------------- */
+
+static void
+json_str(struct buf *b, const char *s)
+{
+    buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            buf_putc(b, '\\');
+            buf_putc(b, *p);
+        } else if (*p == '\n') {
+            buf_puts(b, "\\n");
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            /* non-ASCII bytes from a server are not trusted to be UTF-8 */
+            buf_printf(b, "\\u%04x", *p);
+        } else {
+            buf_putc(b, *p);
+        }
+    }
+    buf_putc(b, '"');
+}
+
+static int
+name_used(char **used, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (used[i] && strcmp(used[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void
+fetch_layout_free(struct fetch_layout *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    mem_free(l->dir);
+    mem_free(l->main_path);
+    mem_free(l->manifest_path);
+    fetch_strv_free(l->asset_paths, l->n_assets);
+    buf_release(&l->manifest);
+    mem_free(l);
+}
+
+int
+fetch_layout_make(const struct fetch_result *r, struct fetch_layout **out, struct err *err)
+{
+    struct fetch_layout *l = mem_calloc(1, sizeof(*l));
+    char *fname = NULL, **used = NULL;
+    size_t n_used = 0;
+    struct buf tmp;
+    int rc = -1;
+    size_t nf = 0, ns = 0, nfail = 0;
+
+    *out = NULL;
+    buf_init(&tmp, 4096);
+    if (l == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory laying out the download");
+    }
+    buf_init(&l->manifest, (size_t)16 << 20);
+    if (fetch_name(r->url, r->content_type, &l->dir, &fname, err) != 0) {
+        goto out;
+    }
+    l->n_assets = r->n_assets;
+    l->asset_paths = mem_calloc(r->n_assets + 1, sizeof(char *));
+    used = mem_calloc(r->n_assets + 2, sizeof(char *));
+    if (l->asset_paths == NULL || used == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory laying out the download");
+        goto out;
+    }
+    used[n_used++] = fname;
+    used[n_used++] = "manifest.json";
+    buf_printf(&tmp, "%s/%s", l->dir, fname);
+    l->main_path = buf_detach(&tmp, NULL);
+    buf_printf(&tmp, "%s/manifest.json", l->dir);
+    l->manifest_path = buf_detach(&tmp, NULL);
+    if (l->main_path == NULL || l->manifest_path == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory laying out the download");
+        goto out;
+    }
+    for (size_t i = 0; i < r->n_assets; i++) {
+        const struct fetch_asset *a = &r->assets[i];
+        char *h = NULL, *seg = NULL;
+        if (a->state != FETCH_ASSET_FETCHED) {
+            continue;
+        }
+        if (url_parts(a->url, &h, &seg, err) != 0) {
+            goto out;
+        }
+        const char *base = seg[0] ? seg : "asset";
+        const char *dot = strrchr(base, '.');
+        size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+        buf_reset(&tmp);
+        buf_puts(&tmp, base);
+        for (int k = 2; name_used(used, n_used, buf_cstr(&tmp)) && k < 100000; k++) {
+            buf_reset(&tmp);
+            buf_append(&tmp, base, stem);
+            buf_printf(&tmp, "-%d%s", k, base + stem);
+        }
+        mem_free(h);
+        mem_free(seg);
+        if (buf_failed(&tmp)) {
+            buf_err(&tmp, "an asset file name", err);
+            goto out;
+        }
+        char *name = buf_detach(&tmp, NULL);
+        if (name == NULL) {
+            err_set(err, ERR_NOMEM, "out of memory laying out the download");
+            goto out;
+        }
+        used[n_used++] = name;
+        buf_printf(&tmp, "%s/%s", l->dir, name);
+        l->asset_paths[i] = buf_detach(&tmp, NULL);
+        if (l->asset_paths[i] == NULL) {
+            err_set(err, ERR_NOMEM, "out of memory laying out the download");
+            goto out;
+        }
+    }
+
+    struct buf *m = &l->manifest;
+    buf_puts(m, "{\n  \"source_url\": ");
+    json_str(m, r->url);
+    buf_puts(m, ",\n  \"saved_to\": ");
+    json_str(m, l->main_path);
+    for (int pass = 0; pass < 3; pass++) {
+        int want = pass == 0 ? FETCH_ASSET_FETCHED
+                             : (pass == 1 ? FETCH_ASSET_SKIPPED : FETCH_ASSET_FAILED);
+        size_t count = 0;
+        buf_puts(m, pass == 0 ? ",\n  \"assets\": ["
+                              : (pass == 1 ? ",\n  \"skipped\": [" : ",\n  \"failed\": ["));
+        for (size_t i = 0; i < r->n_assets; i++) {
+            const struct fetch_asset *a = &r->assets[i];
+            if (a->state != want) {
+                continue;
+            }
+            buf_puts(m, count ? ",\n    {\n      \"url\": " : "\n    {\n      \"url\": ");
+            json_str(m, a->url);
+            if (want == FETCH_ASSET_FETCHED) {
+                buf_puts(m, ",\n      \"saved_to\": ");
+                json_str(m, l->asset_paths[i]);
+                buf_printf(m, ",\n      \"bytes\": %zu,\n      \"content_type\": ", a->body.len);
+                json_str(m, a->content_type);
+                buf_printf(m, ",\n      \"status\": %ld", a->status);
+            } else {
+                buf_puts(m, ",\n      \"reason\": ");
+                json_str(m, a->reason);
+            }
+            buf_puts(m, "\n    }");
+            count++;
+        }
+        buf_puts(m, count ? "\n  ]" : "]");
+        *(pass == 0 ? &nf : (pass == 1 ? &ns : &nfail)) = count;
+    }
+    buf_printf(m,
+               ",\n  \"totals\": {\n    \"fetched\": %zu,\n    \"skipped\": %zu,\n"
+               "    \"failed\": %zu\n  }\n}\n",
+               nf, ns, nfail);
+    if (buf_failed(m)) {
+        buf_err(m, "manifest.json", err);
+        goto out;
+    }
+    *out = l;
+    l = NULL;
+    rc = 0;
+out:
+    if (used != NULL) {
+        for (size_t i = 2; i < n_used; i++) {
+            mem_free(used[i]);
+        }
+        mem_free(used);
+    }
+    mem_free(fname);
+    buf_release(&tmp);
+    fetch_layout_free(l);
+    return rc;
+}
