@@ -6,13 +6,22 @@
 -- user_version = the schema version; both are set by store_open().
 
 -- Content-addressed bytes. hash is the SHA-256 of the original bytes; size is their
--- length; codec 0 stores them raw, 1 as one zstd frame (only when that is smaller).
+-- length; codec 0 stores them raw, 1 as one zstd frame (only when that is smaller),
+-- 2 as a zstd frame that references the bytes of the blob `base` (a delta, used for
+-- manifests, whose consecutive versions differ in a few entries). depth counts the
+-- deltas down to a full blob; the writer caps it. A rowid table (not WITHOUT ROWID):
+-- its rows keep up to a page of payload in place, where an index-organised table
+-- spills anything over ~1 KB to overflow pages and wastes their tails (measured: 13 %
+-- of the file on the store benchmark).
 CREATE TABLE blobs (
-    hash  BLOB PRIMARY KEY CHECK (length(hash) = 32),
+    id    INTEGER PRIMARY KEY,
+    hash  BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),
     size  INTEGER NOT NULL CHECK (size >= 0),
-    codec INTEGER NOT NULL CHECK (codec IN (0, 1)),
-    data  BLOB NOT NULL
-) WITHOUT ROWID;
+    codec INTEGER NOT NULL CHECK (codec IN (0, 1, 2)),
+    data  BLOB NOT NULL,
+    base  BLOB REFERENCES blobs (hash),
+    depth INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0)
+);
 
 -- One row per session. state: 0 open, 1 closed. owner_pid/owner_start name the
 -- drun-mcp process holding it live (NULL when nobody does).

@@ -339,15 +339,18 @@ store_tx_end(struct store *st, int own, int rc, struct err *err)
 /* ---- zstd --------------------------------------------------------------------------- */
 
 int
-store_zstd_compress(struct store *st, const void *src, size_t len, void **dst, size_t *dst_len,
-                    struct err *err)
+store_zstd_compress(struct store *st, const void *src, size_t len, const void *prefix,
+                    size_t prefix_len, size_t limit, void **dst, size_t *dst_len, struct err *err)
 {
     size_t bound, n;
     void *out;
 
     *dst = NULL;
     *dst_len = 0;
-    if (len < 64) {
+    if (limit == 0 || limit > len) {
+        limit = len;
+    }
+    if (limit < 16 || (prefix == NULL && len < 64)) {
         return 0; /* a frame header alone eats most of what could be saved */
     }
     if (st->zcctx == NULL) {
@@ -356,14 +359,24 @@ store_zstd_compress(struct store *st, const void *src, size_t len, void **dst, s
             return err_set(err, ERR_NOMEM, "cannot compress: out of memory");
         }
     }
-    /* Only a result strictly smaller than the input is worth keeping, so the output
-     * buffer is len - 1 bytes: zstd fails with dstSize_tooSmall when it would not fit. */
-    bound = len - 1;
+    /* Only a result strictly smaller than the limit is worth keeping, so the output
+     * buffer is limit - 1 bytes: zstd fails with dstSize_tooSmall when it would not fit. */
+    bound = limit - 1;
     out = mem_alloc(bound);
     if (out == NULL) {
         return err_set(err, ERR_NOMEM, "cannot compress %zu bytes: out of memory", len);
     }
-    n = ZSTD_compressCCtx(st->zcctx, out, bound, src, len, st->zstd_level);
+    ZSTD_CCtx_reset(st->zcctx, ZSTD_reset_session_and_parameters);
+    n = ZSTD_CCtx_setParameter(st->zcctx, ZSTD_c_compressionLevel, st->zstd_level);
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_CCtx_setParameter(st->zcctx, ZSTD_c_contentSizeFlag, 1);
+    }
+    if (!ZSTD_isError(n) && prefix != NULL) {
+        n = ZSTD_CCtx_refPrefix(st->zcctx, prefix, prefix_len);
+    }
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_compress2(st->zcctx, out, bound, src, len);
+    }
     if (ZSTD_isError(n)) {
         mem_free(out);
         if (ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall) {
@@ -377,8 +390,9 @@ store_zstd_compress(struct store *st, const void *src, size_t len, void **dst, s
 }
 
 int
-store_zstd_decompress(struct store *st, const void *src, size_t len, size_t size, struct buf *out,
-                      const char *what, struct err *err)
+store_zstd_decompress(struct store *st, const void *src, size_t len, const void *prefix,
+                      size_t prefix_len, size_t size, struct buf *out, const char *what,
+                      struct err *err)
 {
     unsigned long long content = ZSTD_getFrameContentSize(src, len);
     size_t n;
@@ -401,7 +415,14 @@ store_zstd_decompress(struct store *st, const void *src, size_t len, size_t size
             return err_set(err, ERR_NOMEM, "cannot decompress %s: out of memory", what);
         }
     }
-    n = ZSTD_decompressDCtx(st->zdctx, out->data + out->len, size, src, len);
+    ZSTD_DCtx_reset(st->zdctx, ZSTD_reset_session_and_parameters);
+    n = 0;
+    if (prefix != NULL) {
+        n = ZSTD_DCtx_refPrefix(st->zdctx, prefix, prefix_len);
+    }
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_decompressDCtx(st->zdctx, out->data + out->len, size, src, len);
+    }
     if (ZSTD_isError(n) || n != size) {
         return err_set(err, ERR_CORRUPT, "%s is corrupt: %s; restore the database from a backup",
                        what, ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short decompression");

@@ -99,6 +99,15 @@ int store_blob_put(struct store *st, const void *data, size_t len, uint8_t hash[
                    struct err *err);
 
 /*
+ * Like store_blob_put, but when `base` names a stored blob with similar bytes (the
+ * parent checkpoint's manifest) the new blob may be stored as a zstd delta against it,
+ * which costs only what differs. Reads are unchanged. Chains are capped in depth.
+ */
+#define STORE_DELTA_DEPTH_MAX 16 /* the longest chain of deltas before a full copy */
+int store_blob_put_delta(struct store *st, const void *data, size_t len,
+                         const uint8_t base[HASH_LEN], uint8_t hash[HASH_LEN], struct err *err);
+
+/*
  * Appends the blob's bytes to `out` (so the caller's buf max bounds it), after
  * checking the stored size and the SHA-256. A blob whose bytes do not match its hash
  * or size, or whose decompression would pass the stored size: ERR_CORRUPT. Missing:

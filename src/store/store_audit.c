@@ -164,7 +164,8 @@ store_audit_append(struct store *st, struct store_audit *row, struct err *err)
     r.args = row->args;
     r.args_len = row->args ? row->args_len : 0;
     if (row->args != NULL && row->args_len >= AUDIT_COMPRESS_MIN) {
-        if (store_zstd_compress(st, row->args, row->args_len, &packed, &packed_len, err) < 0) {
+        if (store_zstd_compress(st, row->args, row->args_len, NULL, 0, 0, &packed, &packed_len,
+                                err) < 0) {
             return -1;
         }
         if (packed != NULL) {
@@ -427,7 +428,7 @@ fill_entry(struct store *st, sqlite3_stmt *s, struct store_audit_entry *e, struc
         buf_init(&b, AUDIT_ARGS_MAX);
         if (r.args_codec == 1) {
             /* The frame declares its size; it must be within the args cap. */
-            if (store_zstd_decompress(st, r.args, r.args_len,
+            if (store_zstd_decompress(st, r.args, r.args_len, NULL, 0,
                                       (size_t)ZSTD_getFrameContentSize(r.args, r.args_len), &b,
                                       "audit arguments", err) < 0) {
                 buf_release(&b);

@@ -5,7 +5,8 @@
  * deleted (their change and step rows go with them by ON DELETE CASCADE). Then mark:
  * every blob a remaining row names (manifests, stdout, stderr of checkpoints and
  * snapshot checkpoints) and every blob those manifests list goes into a temporary
- * table. Sweep deletes every other blob. Audit arguments live in the audit rows
+ * table, and then the bases of kept delta blobs, level by level. Sweep deletes
+ * every other blob. Audit arguments live in the audit rows
  * themselves, so they are never swept.
  *
  * It all runs in one write transaction: no process can add a checkpoint that points
@@ -35,6 +36,11 @@ static const char SQL_MARK_DIRECT[] =
 static const char SQL_MANIFESTS[] = "SELECT manifest_hash FROM checkpoints UNION "
                                     "SELECT manifest_hash FROM snapshot_checkpoints";
 static const char SQL_MARK_ONE[] = "INSERT OR IGNORE INTO temp.gc_live (hash) VALUES (?1)";
+/* Keeps the base of every kept delta blob; run until nothing new is marked (a chain
+ * is at most STORE_DELTA_DEPTH_MAX deep, so that bounds the loop). */
+static const char SQL_MARK_BASES[] =
+    "INSERT OR IGNORE INTO temp.gc_live (hash) SELECT b.base FROM blobs b "
+    "JOIN temp.gc_live l ON l.hash = b.hash WHERE b.base IS NOT NULL";
 static const char SQL_SWEEP_COUNT[] = "SELECT count(*), coalesce(sum(length(data)), 0) FROM blobs "
                                       "WHERE hash NOT IN (SELECT hash FROM temp.gc_live)";
 static const char SQL_SWEEP[] = "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM "
@@ -173,6 +179,14 @@ store_gc(struct store *st, const struct store_gc_opts *opts, store_manifest_refs
     }
     if (store_exec(st, SQL_MARK_DIRECT, err) < 0 || mark_manifests(st, refs, refs_ctx, err) < 0) {
         goto out;
+    }
+    for (int level = 0; level <= STORE_DELTA_DEPTH_MAX; level++) {
+        if (store_exec(st, SQL_MARK_BASES, err) < 0) {
+            goto out;
+        }
+        if (sqlite3_changes64(st->db) == 0) {
+            break;
+        }
     }
     s = store_stmt(st, SQL_SWEEP_COUNT, err);
     if (s == NULL) {

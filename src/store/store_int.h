@@ -80,13 +80,18 @@ int store_check_text(const char *s, size_t max, int required, const char *what, 
 int store_blob_read(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out,
                     struct err *err);
 
-/* zstd helpers: compress src into *dst (caller frees with mem_free) if it gets smaller;
- * returns 0 with *dst NULL when it does not. */
-int store_zstd_compress(struct store *st, const void *src, size_t len, void **dst, size_t *dst_len,
+/* zstd helpers: compress src into *dst (caller frees with mem_free) if it gets smaller
+ * than `limit` bytes (0: than len); returns 0 with *dst NULL when it does not. With a
+ * prefix (a delta blob's base bytes, NULL for none) the frame references it, so only
+ * what differs from the base costs space. */
+int store_zstd_compress(struct store *st, const void *src, size_t len, const void *prefix,
+                        size_t prefix_len, size_t limit, void **dst, size_t *dst_len,
                         struct err *err);
-/* Decompresses one frame whose content size must be exactly `size`, appending to out. */
-int store_zstd_decompress(struct store *st, const void *src, size_t len, size_t size,
-                          struct buf *out, const char *what, struct err *err);
+/* Decompresses one frame whose content size must be exactly `size`, appending to out;
+ * prefix as given to the compression (NULL for none). */
+int store_zstd_decompress(struct store *st, const void *src, size_t len, const void *prefix,
+                          size_t prefix_len, size_t size, struct buf *out, const char *what,
+                          struct err *err);
 
 /* Random lower-case hex of n bytes (2n chars + NUL into out). */
 int store_random_hex(char *out, size_t nbytes, struct err *err);

@@ -429,6 +429,78 @@ TEST(blob_roundtrip_compress_and_dedup)
     store_close(st);
 }
 
+/* Manifest-like blobs (1,000 incompressible hashes) stored as deltas of each other. */
+TEST(blob_delta_chain_roundtrip_and_gc)
+{
+    const char *path = test_path("delta.db");
+    struct store *st = open_at(path, NULL);
+    enum { N = 1000 * HASH_LEN, VERSIONS = 40 };
+    uint8_t *m = mem_alloc(N);
+    uint8_t hashes[VERSIONS][HASH_LEN], orphan[HASH_LEN];
+    struct store_gc_opts opts = {0, -1, -1};
+    struct store_gc_result res;
+    struct store_checkpoint cp = {0};
+    struct store_session s;
+    struct buf out;
+    struct err err;
+    int64_t delta_bytes;
+
+    CHECK(m != NULL);
+    fill_random(m, N);
+    CHECK_OK(store_blob_put(st, m, N, hashes[0], &err), &err);
+    for (int v = 1; v < VERSIONS; v++) {
+        fill_random(m + (size_t)(v * 7 % 1000) * HASH_LEN, HASH_LEN); /* one entry changes */
+        CHECK_OK(store_blob_put_delta(st, m, N, hashes[v - 1], hashes[v], &err), &err);
+    }
+    /* every version reads back exactly */
+    buf_init(&out, (size_t)N + 1);
+    for (int v = VERSIONS - 1; v >= 0; v--) {
+        uint8_t got[HASH_LEN];
+        buf_reset(&out);
+        CHECK_OK(store_blob_get(st, hashes[v], &out, &err), &err);
+        CHECK_EQ_INT(out.len, N);
+        hash_sha256(out.data, out.len, got);
+        CHECK(memcmp(got, hashes[v], HASH_LEN) == 0);
+    }
+    CHECK_OK(store_blob_put(st, "orphan", 6, orphan, &err), &err);
+    new_session(st, &s);
+    snprintf(cp.session_id, sizeof(cp.session_id), "%s", s.id);
+    memcpy(cp.manifest_hash, hashes[VERSIONS - 1], HASH_LEN);
+    cp.tool = "test";
+    CHECK_OK(store_checkpoint_append(st, &cp, NULL, 0, &err), &err);
+    store_close(st);
+
+    /* deltas are small, chains are capped, and a capped chain restarts from its root */
+    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE codec = 2"), VERSIONS - 1);
+    CHECK(raw_int(path, "SELECT max(depth) FROM blobs") == STORE_DELTA_DEPTH_MAX);
+    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE depth = 1"),
+                 1 + (VERSIONS - 1) / (STORE_DELTA_DEPTH_MAX + 1));
+    delta_bytes = raw_int(path, "SELECT sum(length(data)) FROM blobs WHERE codec = 2");
+    CHECK_MSG(delta_bytes < 300 * (VERSIONS - 1), "deltas take %lld bytes", (long long)delta_bytes);
+
+    /* gc keeps the chain under the live manifest, and only that */
+    st = open_at(path, NULL);
+    CHECK_OK(store_gc(st, &opts, test_refs, NULL, &res, &err), &err);
+    buf_reset(&out);
+    CHECK_OK(store_blob_get(st, hashes[VERSIONS - 1], &out, &err), &err);
+    CHECK_EQ_INT(out.len, N);
+    store_close(st);
+    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE base IS NOT NULL AND base NOT IN "
+                               "(SELECT hash FROM blobs)"),
+                 0);
+    CHECK(res.blobs_deleted >= (VERSIONS - 1) - STORE_DELTA_DEPTH_MAX);
+
+    /* a damaged chain is corrupt, not a loop or a crash */
+    raw_exec(path, "PRAGMA foreign_keys = OFF; UPDATE blobs SET base = hash WHERE codec = 2");
+    st = open_at(path, NULL);
+    buf_reset(&out);
+    CHECK(store_blob_get(st, hashes[VERSIONS - 1], &out, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_CORRUPT);
+    store_close(st);
+    buf_release(&out);
+    mem_free(m);
+}
+
 TEST(blob_cap_at_and_past_edge)
 {
     const char *path = test_path("cap.db");
@@ -1330,7 +1402,8 @@ TEST(allocation_failure_sweep)
     fprintf(stderr, "    %d injected failures, all ERR_NOMEM\n", failures);
 }
 
-TESTS(open_creates_private_wal_db, open_refuses_other_sqlite_files, open_reports_garbage_as_corrupt,
+TESTS(blob_delta_chain_roundtrip_and_gc, open_creates_private_wal_db,
+      open_refuses_other_sqlite_files, open_reports_garbage_as_corrupt,
       open_reports_truncated_as_corrupt, open_refuses_newer_schema, open_without_migrating,
       schema_file_matches_migrations, blob_roundtrip_compress_and_dedup, blob_cap_at_and_past_edge,
       blob_damage_is_detected, session_lifecycle, session_claim_live_and_dead_owner,
