@@ -17,7 +17,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "cmd/drun_mcp_doctor.h"
 #include "mcp/mcp.h"
+#include "session/session.h"
+#include "policy/policy.h"
 #include "store/store.h"
 #include "tools/tools.h"
 #include "util/log.h"
@@ -31,12 +34,30 @@ static void
 usage(void)
 {
     fprintf(stderr, "usage: drun-mcp --db PATH [--config PATH] [--max-line-bytes N] [-v]\n"
+                    "       drun-mcp [--config PATH] config add-path|remove-path|add-domain|"
+                    "remove-domain|list [ARG] [--config PATH]\n"
+                    "       drun-mcp doctor [--db PATH] [--config PATH]\n"
                     "\n"
                     "Serves MCP (newline-delimited JSON-RPC) on stdin/stdout; logs go to stderr.\n"
-                    "The database is named by --db, else by the DRUN_DB environment variable.\n"
+                    "The database is named by --db, else by the DRUN_DB environment variable,\n"
+                    "else by db_path in config.toml (--config, DRUN_CONFIG or "
+                    "~/.drun/config.toml).\n"
                     "Client configuration:\n"
                     "  {\"command\": \"/path/to/drun-mcp\", \"args\": [\"--db\", "
                     "\"/path/to/drun.db\"]}\n");
+}
+
+/* `drun-mcp config ...`: edits config.toml in place (policy_config_cli) and exits. */
+static int
+config_main(int argc, char **argv, const char *config)
+{
+    struct err err;
+
+    if (policy_config_cli(argc, argv, config, stdout, &err) < 0) {
+        fprintf(stderr, "drun-mcp: %s\n", err.msg);
+        return err.code == ERR_INVAL ? 2 : 1;
+    }
+    return 0;
 }
 
 static int
@@ -58,6 +79,10 @@ int
 main(int argc, char **argv)
 {
     const char *db = NULL, *config = NULL;
+    char *config_path = NULL, *db_owned = NULL;
+    struct policy_store *policy = NULL;
+    struct store_opts sopts;
+    int config_explicit = 0;
     struct mcp_opts opts;
     struct tools_env env;
     struct store *st = NULL;
@@ -89,6 +114,10 @@ main(int argc, char **argv)
         } else if (strcmp(a, "--version") == 0) {
             fprintf(stderr, "drun-mcp %s\n", DRUN_VERSION);
             return 0;
+        } else if (strcmp(a, "config") == 0) {
+            return config_main(argc - i - 1, argv + i + 1, config);
+        } else if (strcmp(a, "doctor") == 0) {
+            return drun_mcp_doctor(argc - i - 1, argv + i + 1, db, config);
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage();
             return 0;
@@ -101,12 +130,42 @@ main(int argc, char **argv)
     if (db == NULL || db[0] == '\0') {
         db = getenv("DRUN_DB");
     }
-    if (config == NULL) {
-        config = getenv("DRUN_CONFIG");
+    /*
+     * The policy is loaded before the DB so that db_path and sqlite_synchronous can come
+     * from it. A config that fails to load does not stop start-up (tools that need policy
+     * refuse with its error, get_config shows it) unless the DB path was to come from it.
+     */
+    memset(&sopts, 0, sizeof(sopts));
+    if (policy_config_path(config, &config_path, &config_explicit, &err) < 0 ||
+        policy_store_open(config_path, config_explicit, &policy, &err) < 0) {
+        fprintf(stderr, "drun-mcp: %s\n", err.msg);
+        mem_free(config_path);
+        return 2;
+    }
+    {
+        struct policy *p = NULL;
+        if (policy_current(policy, &p, &err) == 0) {
+            if ((db == NULL || db[0] == '\0') && p->db_path != NULL) {
+                db = db_owned = mem_strdup(p->db_path);
+            }
+            sopts.synchronous_normal = p->sqlite_synchronous == POLICY_SYNC_NORMAL;
+            policy_unref(p);
+        } else if (db == NULL || db[0] == '\0') {
+            fprintf(stderr, "drun-mcp: no database named and config '%s' cannot be used: %s\n",
+                    config_path, err.msg);
+            policy_store_free(policy);
+            mem_free(config_path);
+            return 2;
+        }
     }
     if (db == NULL || db[0] == '\0') {
-        fprintf(stderr, "drun-mcp: no database named; start it as 'drun-mcp --db "
-                        "/path/to/drun.db' or set DRUN_DB=/path/to/drun.db\n");
+        fprintf(stderr,
+                "drun-mcp: no database named; start it as 'drun-mcp --db "
+                "/path/to/drun.db', set DRUN_DB=/path/to/drun.db, or set db_path in "
+                "'%s'\n",
+                config_path);
+        policy_store_free(policy);
+        mem_free(config_path);
         return 2;
     }
 
@@ -120,7 +179,7 @@ main(int argc, char **argv)
     cJSON_InitHooks(&hooks);
     log_init("drun-mcp", verbose >= 2 ? LOG_DEBUG : verbose == 1 ? LOG_INFO : LOG_WARN);
 
-    if (store_open(db, NULL, &st, &err) < 0) {
+    if (store_open(db, &sopts, &st, &err) < 0) {
         log_error("cannot open the database '%s': %s", db, err.msg);
         return 1;
     }
@@ -129,19 +188,31 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
+    if (session_mgr_new(st, NULL, &env.sessions, &err) < 0) {
+        log_error("cannot start the session manager: %s", err.msg);
+        store_close(st);
+        return 1;
+    }
     env.store = st;
     env.db_path = db;
-    env.config_path = config;
+    env.config_path = config_path;
+    env.policy = policy;
     env.server_version = DRUN_VERSION;
     opts.in_fd = STDIN_FILENO;
     opts.out_fd = out_fd;
     if (mcp_serve(&env, &opts, &err) < 0) {
         log_error("%s", err.msg);
+        session_mgr_free(env.sessions);
         store_close(st);
         return 1;
     }
+    /* Releases every claim, so another drun-mcp can attach these sessions at once. */
+    session_mgr_free(env.sessions);
     store_close(st);
     tools_registry_reset();
+    policy_store_free(policy);
+    mem_free(config_path);
+    mem_free(db_owned);
     close(out_fd);
     return 0;
 }

@@ -186,3 +186,23 @@ mcp_json_raw_member(const char *p, size_t n, const char *key, const char **start
     }
     return -1;
 }
+
+int
+mcp_json_has_nul(const char *p, size_t n)
+{
+    int in_str = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!in_str) {
+            in_str = p[i] == '"';
+        } else if (p[i] == '"') {
+            in_str = 0;
+        } else if (p[i] == '\\' && i + 1 < n) {
+            if (p[i + 1] == 'u' && n - i >= 6 && memcmp(p + i + 2, "0000", 4) == 0) {
+                return 1;
+            }
+            i++; /* skip the escaped character: an escaped quote does not end the string */
+        }
+    }
+    return 0;
+}

@@ -32,4 +32,11 @@ int mcp_json_depth(const char *p, size_t n, int max);
  */
 int mcp_json_raw_member(const char *p, size_t n, const char *key, const char **start, size_t *len);
 
+/*
+ * Returns 1 if a string in the JSON text p[0..n) holds the escape \u0000. cJSON would
+ * decode it and cut the string there, so "/allowed/a\u0000/../x" would reach a tool as
+ * "/allowed/a": a silent change of meaning that the caller must refuse instead.
+ */
+int mcp_json_has_nul(const char *p, size_t n);
+
 #endif

@@ -754,6 +754,15 @@ handle_line(struct server *s, const char *p, size_t n)
                        "batches are not supported; send one message per line");
     } else if (!cJSON_IsObject(msg)) {
         protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "a message must be a JSON object");
+    } else if (mcp_json_has_nul(p, n)) {
+        const cJSON *idj = cJSON_GetObjectItemCaseSensitive(msg, "id");
+        if (idj == NULL) {
+            log_warn("protocol error: ignoring a notification with a NUL (\\u0000) in a string");
+        } else {
+            protocol_error(s, idj, RPC_INVALID_PARAMS, NULL,
+                           "invalid params: a string contains NUL (\\u0000), which drun cannot "
+                           "carry; remove it (send binary data as base64)");
+        }
     } else {
         handle_message(s, msg, p, n);
     }

@@ -19,8 +19,9 @@
  *
  * sandbox_cancel(sb) kills everything; on_exit still comes (with result.cancelled set).
  * sandbox_run() is the synchronous wrapper (its own loop) for tests and `doctor`.
- * The policy check of reference section 3.7 (sandbox_policy_check) is separate: callers
- * run it before anything else, so a denied command never starts.
+ * The command allow/deny check of reference section 3.7 is policy_command_check()
+ * (src/policy/policy.h): callers run it before anything else, so a denied command
+ * never starts.
  */
 #ifndef DRUN_SANDBOX_SANDBOX_H
 #define DRUN_SANDBOX_SANDBOX_H
@@ -170,15 +171,6 @@ struct sandbox_probe {
  * first problem. Never suggests or falls back to running unsandboxed.
  */
 int sandbox_probe(struct sandbox_probe *p, struct err *err);
-
-/*
- * Command policy (reference section 3.7): split on newline ; | &, drop '#...' from each
- * segment, trim, skip empty segments. A segment containing a denylist pattern is denied
- * naming the pattern; with a non-empty allowlist every segment must contain one of its
- * patterns. Returns 0 if allowed, -1 with ERR_DENIED and the reference's message.
- */
-int sandbox_policy_check(const char *command, size_t len, const char *const *deny, size_t n_deny,
-                         const char *const *allow, size_t n_allow, struct err *err);
 
 /*
  * macOS: builds the SBPL profile for a spec's read and write sets into out (with every

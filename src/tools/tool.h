@@ -36,7 +36,11 @@
 
 #include "util/err.h"
 
+struct policy;
+struct policy_store;
 struct store;
+struct store_audit;
+struct session_mgr;
 struct tool_call; /* opaque; one per tools/call request */
 
 /* Error codes shared by every tool (reference section 1.5 names the rest). */
@@ -50,14 +54,17 @@ struct tool_call; /* opaque; one per tools/call request */
  * the sessions layer will add its manager pointer.
  */
 struct tools_env {
-    struct store *store;     /* the open DB */
-    void *loop;              /* the uv_loop_t, opaque above the layers that include uv.h */
-    const char *db_path;     /* as given on the command line or by DRUN_DB */
-    const char *config_path; /* NULL if none was named */
-    char session_id[16];     /* the connection's active session; "" if none */
-    char client_name[128];   /* from initialize's clientInfo; "" if unknown */
+    struct store *store;         /* the open DB */
+    void *loop;                  /* the uv_loop_t, opaque above the layers that include uv.h */
+    const char *db_path;         /* as given on the command line or by DRUN_DB */
+    const char *config_path;     /* the config.toml watched (policy_config_path) */
+    struct policy_store *policy; /* the operator's policy and its reload (policy/policy.h) */
+    char session_id[16];         /* the connection's active session; "" if none */
+    char client_name[128];       /* from initialize's clientInfo; "" if unknown */
     char client_version[64];
     const char *server_version; /* drun's version string */
+
+    struct session_mgr *sessions; /* the attached sessions (session/session.h) */
 };
 
 struct tool_annotations {
@@ -90,6 +97,16 @@ int tool_call_arg_bool(const struct tool_call *call, const char *name, int dflt)
 
 /* The process environment; borrowed, valid for the life of the process. */
 struct tools_env *tool_call_env(const struct tool_call *call);
+
+/*
+ * The policy in force for this call, or the call ends. On success *out holds a reference
+ * the tool drops with policy_unref() before it finishes, so an edit of config.toml while
+ * the call runs does not change its rules. When no good policy was ever loaded the call
+ * is ended with a config_error tool error carrying the load error, and -1 is returned:
+ * the tool must then return without calling done. A reload that failed while a good
+ * policy exists is written to the audit log once per distinct error.
+ */
+int tools_policy(struct tool_call *call, struct policy **out);
 
 /* The tool being called; borrowed. */
 const struct tool_def *tool_call_def(const struct tool_call *call);
@@ -134,6 +151,16 @@ void tool_call_set_checkpoint(struct tool_call *call, int64_t checkpoint_id);
 /* A one-line summary for the audit log (copied, truncated to 200 bytes, newlines escaped). */
 void tool_call_set_summary(struct tool_call *call, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/*
+ * For a tool that commits its own transaction (a checkpoint): fills `row` as the final
+ * audit row would be (outcome "ok", duration so far, arguments, client, session,
+ * summary), with strings owned by the call until it ends, so the tool can append the
+ * row inside its transaction. After that commit it calls tool_call_audit_taken() so the
+ * end of the call does not write a second row.
+ */
+void tool_call_audit_prepare(struct tool_call *call, struct store_audit *row);
+void tool_call_audit_taken(struct tool_call *call);
 
 /* ---- finishing (exactly one per call; the call is freed by it) ------------------------- */
 

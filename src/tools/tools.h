@@ -105,5 +105,15 @@ void tools_call_cancel(struct tool_call *call);
 /* The tool families, each in its own file. */
 extern const struct tool_def tools_config_defs[];
 extern const size_t tools_config_count;
+extern const struct tool_def tools_session_defs[]; /* tools_session.c */
+extern const size_t tools_session_count;
+extern const struct tool_def tools_files_defs[]; /* tools_files.c */
+extern const size_t tools_files_count;
+extern const struct tool_def tools_history_defs[]; /* tools_history.c */
+extern const size_t tools_history_count;
+extern const struct tool_def tools_host_defs[];
+extern const size_t tools_host_count;
+extern const struct tool_def tools_bash_defs[]; /* tools_bash.c */
+extern const size_t tools_bash_count;
 
 #endif

@@ -40,6 +40,9 @@ struct tool_call {
     char session_id[16];
     int64_t checkpoint_id;
     char summary[SUMMARY_MAX + 1];
+    char *audit_args; /* owned; the arguments printed by tool_call_audit_prepare */
+    char audit_summary[SUMMARY_MAX + 64];
+    int audit_taken; /* the tool wrote the audit row in its own transaction */
 };
 
 const char *
@@ -160,7 +163,10 @@ finish(struct tool_call *c, cJSON *result, const char *code, const char *message
     const char *outcome = c->cancelled ? "cancelled" : code ? "error" : "ok";
     struct tool_call_host host = c->host;
 
-    write_audit(c, outcome, c->cancelled ? TOOL_ERR_CANCELLED : code, message);
+    if (!c->audit_taken) {
+        write_audit(c, outcome, c->cancelled ? TOOL_ERR_CANCELLED : code, message);
+    }
+    cJSON_free(c->audit_args);
     cJSON_Delete(c->args);
     cJSON_Delete(c->progress_token);
     mem_free(c->client_name);
@@ -450,4 +456,35 @@ tool_call_set_summary(struct tool_call *call, const char *fmt, ...)
             *p = ' ';
         }
     }
+}
+
+void
+tool_call_audit_prepare(struct tool_call *c, struct store_audit *row)
+{
+    memset(row, 0, sizeof(*row));
+    if (c->audit_args == NULL) {
+        c->audit_args = cJSON_PrintUnformatted(c->args);
+    }
+    snprintf(c->audit_summary, sizeof(c->audit_summary), "%s",
+             c->summary[0] != '\0' ? c->summary : c->def->name);
+    row->time_ms = c->start_ms;
+    row->pid = getpid();
+    row->kind = "call";
+    row->client_name = c->client_name;
+    row->client_version = c->client_version;
+    row->session_id = c->session_id[0] ? c->session_id : NULL;
+    row->tool = c->def->name;
+    row->summary = c->audit_summary;
+    row->outcome = "ok";
+    row->error_code = NULL;
+    row->duration_ms = time_mono_ms() - c->start_mono_ms;
+    row->checkpoint_id = c->checkpoint_id;
+    row->args = c->audit_args;
+    row->args_len = c->audit_args ? strlen(c->audit_args) : 0;
+}
+
+void
+tool_call_audit_taken(struct tool_call *c)
+{
+    c->audit_taken = 1;
 }

@@ -1,16 +1,27 @@
 /*
  * tools_config.c - the tools that need no session: get_config and get_system_instructions.
  *
- * get_config shows the policy in force. Until the policy module lands it shows the
- * built-in defaults (reference section 7.2) and says so in "source", so an agent never
- * mistakes defaults for an operator's decision. get_system_instructions is the guide an
- * agent reads first; it names only tools and behaviour drun has or is building, and
+ * get_config shows the policy in force (the reference's keys, section 4.4, then ours),
+ * where it came from ("source": file or defaults, so an agent never mistakes defaults
+ * for an operator's decision), unknown-key warnings, the latest load error and what the
+ * mount_allowlist means for each host door. tools_policy() is how every other tool takes
+ * the policy for one call, and where a failed reload reaches the audit log. get_system_instructions
+ * is the guide an agent reads first; it names only tools and behaviour drun has or is building, and
  * grows with them.
  */
 #include "tools/tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/policy.h"
+#include "store/store.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+#define TOOL_ERR_CONFIG "config_error"
 
 static const char instructions[] =
     "# drun: sandboxed workspaces with history\n"
@@ -68,49 +79,268 @@ get_system_instructions(struct tool_call *call)
     tool_call_done_text(call, instructions);
 }
 
+/* ---- the policy for a call ---------------------------------------------------------- */
+
+/*
+ * The last load error written to the audit log, so each distinct error is recorded once
+ * however many calls see it. Cleared when a load succeeds, so the same mistake made
+ * again later is recorded again. One drun-mcp process serves one connection on one
+ * loop thread, so a static is enough.
+ */
+static char audited_error[ERR_MSG_MAX];
+
+static void
+audit_policy_error(struct tools_env *env)
+{
+    struct policy_status ps;
+    struct store_audit row;
+    struct err err;
+    char summary[ERR_MSG_MAX + 32];
+
+    if (env->policy == NULL) {
+        return;
+    }
+    policy_store_status(env->policy, &ps);
+    if (ps.last_error.code == ERR_OK) {
+        audited_error[0] = '\0';
+        return;
+    }
+    if (strcmp(audited_error, ps.last_error.msg) == 0) {
+        return;
+    }
+    snprintf(audited_error, sizeof(audited_error), "%s", ps.last_error.msg);
+    if (env->store == NULL) {
+        return;
+    }
+    snprintf(summary, sizeof(summary), "%s%s", ps.last_error.msg,
+             ps.have_policy ? "; the last good policy stays in force" : "; no policy in force");
+    for (char *c = summary; *c != '\0'; c++) {
+        if ((unsigned char)*c < 0x20) {
+            *c = ' ';
+        }
+    }
+    memset(&row, 0, sizeof(row));
+    row.time_ms = ps.error_ms;
+    row.pid = getpid();
+    row.kind = "event";
+    row.tool = "config_reload";
+    row.summary = summary;
+    row.outcome = "error";
+    row.error_code = TOOL_ERR_CONFIG;
+    row.checkpoint_id = -1;
+    if (store_audit_append(env->store, &row, &err) < 0) {
+        log_warn("cannot write the config_reload audit row: %s", err.msg);
+    }
+}
+
+int
+tools_policy(struct tool_call *call, struct policy **out)
+{
+    struct tools_env *env = tool_call_env(call);
+    struct err err;
+    int rc;
+
+    *out = NULL;
+    if (env->policy == NULL) {
+        tool_call_done_error(call, TOOL_ERR_CONFIG, "no policy store is open (a bug)", NULL);
+        return -1;
+    }
+    rc = policy_current(env->policy, out, &err);
+    audit_policy_error(env);
+    if (rc < 0) {
+        cJSON *detail = cJSON_CreateObject();
+        char msg[ERR_MSG_MAX + 96];
+
+        snprintf(msg, sizeof(msg),
+                 "%s; no good policy has been loaded, so this call is refused "
+                 "until config.toml is fixed",
+                 err.msg);
+        if (detail != NULL && env->config_path != NULL) {
+            cJSON_AddStringToObject(detail, "config_path", env->config_path);
+        }
+        tool_call_done_error(call, TOOL_ERR_CONFIG, msg, detail);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- get_config ------------------------------------------------------------------- */
+
 static cJSON *
-string_array(const char *const *items, size_t n)
+strlist_json(const struct policy_strlist *l)
 {
     cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a != NULL && i < n; i++) {
-        cJSON_AddItemToArray(a, cJSON_CreateString(items[i]));
+    for (size_t i = 0; a != NULL && i < l->n; i++) {
+        cJSON_AddItemToArray(a, cJSON_CreateString(l->v[i]));
     }
     return a;
 }
 
 static void
+add_time(cJSON *o, const char *key, int64_t ms)
+{
+    char iso[40];
+
+    if (ms <= 0) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    time_format_iso(ms, iso, sizeof(iso));
+    cJSON_AddStringToObject(o, key, iso);
+}
+
+/* What an empty or non-empty mount_allowlist means for each door (DESIGN.md, Policy). */
+static cJSON *
+doors_json(const struct policy *p)
+{
+    cJSON *d = cJSON_CreateObject();
+    int empty = p->mount_allowlist.n == 0;
+
+    if (d == NULL) {
+        return NULL;
+    }
+    cJSON_AddStringToObject(d, "session_mount",
+                            empty ? "may read any host path (the list is empty)"
+                                  : "may read only inside the listed directories");
+    cJSON_AddStringToObject(d, "session_export",
+                            empty ? "refused: the list is empty, so nothing may be written"
+                                  : "may write only inside the listed directories");
+    cJSON_AddStringToObject(d, "delete_from_host",
+                            empty ? "refused: the list is empty, so nothing may be deleted"
+                                  : "may delete only inside the listed directories, never a "
+                                    "listed directory itself");
+    return d;
+}
+
+/* The policy's fields: the reference's get_config keys (section 4.4) first, then ours. */
+static void
+policy_json(cJSON *c, const struct policy *p, const char *db_in_use)
+{
+    cJSON *creds = cJSON_CreateArray();
+
+    cJSON_AddItemToObject(c, "domain_allowlist", strlist_json(&p->domain_allowlist));
+    cJSON_AddItemToObject(c, "mount_allowlist", strlist_json(&p->mount_allowlist));
+    cJSON_AddItemToObject(c, "mount_overlay_paths", strlist_json(&p->mount_overlay_paths));
+    cJSON_AddItemToObject(c, "env_allowlist", strlist_json(&p->env_allowlist));
+    cJSON_AddItemToObject(c, "bash_command_denylist", strlist_json(&p->bash_command_denylist));
+    cJSON_AddItemToObject(c, "bash_command_allowlist", strlist_json(&p->bash_command_allowlist));
+    if (p->snapshots_dir != NULL) {
+        cJSON_AddStringToObject(c, "snapshots_dir", p->snapshots_dir);
+    } else {
+        cJSON_AddNullToObject(c, "snapshots_dir");
+    }
+    cJSON_AddNumberToObject(c, "max_workspace_mb", (double)p->max_workspace_mb);
+    cJSON_AddNumberToObject(c, "max_sessions", (double)p->max_sessions);
+    cJSON_AddNumberToObject(c, "max_checkpoints", (double)p->max_checkpoints);
+    cJSON_AddNumberToObject(c, "session_idle_timeout_secs", (double)p->session_idle_timeout_secs);
+    cJSON_AddNumberToObject(c, "bash_timeout_ms", (double)p->bash_timeout_ms);
+    cJSON_AddNumberToObject(c, "fetch_timeout_ms", (double)p->fetch_timeout_ms);
+    cJSON_AddNumberToObject(c, "connect_timeout_ms", (double)p->connect_timeout_ms);
+    cJSON_AddBoolToObject(c, "package_install_enabled", p->package_install_enabled);
+    cJSON_AddNumberToObject(c, "package_install_timeout_ms", (double)p->package_install_timeout_ms);
+
+    cJSON_AddBoolToObject(c, "snapshot_on_close", p->snapshot_on_close);
+    cJSON_AddNumberToObject(c, "fetch_max_bytes", (double)p->fetch_max_bytes);
+    cJSON_AddBoolToObject(c, "fetch_allow_private", p->fetch_allow_private);
+    cJSON_AddItemToObject(c, "fetch_allow_cidrs", strlist_json(&p->fetch_allow_cidrs));
+    cJSON_AddItemToObject(c, "fetch_resolve", strlist_json(&p->fetch_resolve));
+    /* Credentials are shown by name only: the values stay in the daemon's environment. */
+    for (size_t i = 0; creds != NULL && i < p->fetch_credentials_n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL) {
+            break;
+        }
+        cJSON_AddStringToObject(o, "domain", p->fetch_credentials[i].domain);
+        cJSON_AddStringToObject(o, "header", p->fetch_credentials[i].header);
+        cJSON_AddStringToObject(o, "env", p->fetch_credentials[i].env);
+        cJSON_AddItemToArray(creds, o);
+    }
+    cJSON_AddItemToObject(c, "fetch_credentials", creds);
+    cJSON_AddNumberToObject(c, "max_output_bytes", (double)p->max_output_bytes);
+    cJSON_AddNumberToObject(c, "sandbox_memory_mb", (double)p->sandbox_memory_mb);
+    cJSON_AddNumberToObject(c, "sandbox_cpu_secs", (double)p->sandbox_cpu_secs);
+    cJSON_AddNumberToObject(c, "sandbox_file_size_mb", (double)p->sandbox_file_size_mb);
+    cJSON_AddNumberToObject(c, "sandbox_max_processes", (double)p->sandbox_max_processes);
+    cJSON_AddNumberToObject(c, "sandbox_tmp_size_mb", (double)p->sandbox_tmp_size_mb);
+    /* db_path is read once at start-up; show the file actually in use. */
+    if (db_in_use != NULL) {
+        cJSON_AddStringToObject(c, "db_path", db_in_use);
+    } else if (p->db_path != NULL) {
+        cJSON_AddStringToObject(c, "db_path", p->db_path);
+    } else {
+        cJSON_AddNullToObject(c, "db_path");
+    }
+    if (p->runtime_dir != NULL) {
+        cJSON_AddStringToObject(c, "runtime_dir", p->runtime_dir);
+    } else {
+        cJSON_AddNullToObject(c, "runtime_dir");
+    }
+    cJSON_AddStringToObject(c, "sqlite_synchronous",
+                            p->sqlite_synchronous == POLICY_SYNC_NORMAL ? "normal" : "full");
+    cJSON_AddItemToObject(c, "mount_allowlist_effect", doors_json(p));
+}
+
+static void
 get_config(struct tool_call *call)
 {
-    static const char *const domains[] = {"cdn.jsdelivr.net", "files.pythonhosted.org", "pypi.org"};
-    static const char *const overlays[] = {"node_modules", ".venv",       "venv",
-                                           "target",       "__pycache__", ".git"};
-    cJSON *c = cJSON_CreateObject();
-    const char *home = getenv("HOME");
-    char snapshots[4096];
+    struct tools_env *env = tool_call_env(call);
+    struct policy *p = NULL;
+    struct policy_status ps;
+    struct err err;
+    cJSON *c = NULL;
 
+    if (env->policy == NULL) {
+        tool_call_done_error(call, TOOL_ERR_CONFIG, "no policy store is open (a bug)", NULL);
+        return;
+    }
+    /*
+     * Unlike other tools, get_config answers even when no good policy was ever loaded:
+     * it is how the agent (and the operator) sees the load error.
+     */
+    if (policy_current(env->policy, &p, &err) < 0) {
+        p = NULL;
+    }
+    audit_policy_error(env);
+    policy_store_status(env->policy, &ps);
+    c = cJSON_CreateObject();
     if (c == NULL) {
+        policy_unref(p);
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
         return;
     }
-    snprintf(snapshots, sizeof(snapshots), "%s/.drun/snapshots", home && home[0] ? home : "~");
-    cJSON_AddItemToObject(c, "domain_allowlist", string_array(domains, 3));
-    cJSON_AddItemToObject(c, "mount_allowlist", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "mount_overlay_paths", string_array(overlays, 6));
-    cJSON_AddItemToObject(c, "env_allowlist", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "bash_command_denylist", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "bash_command_allowlist", cJSON_CreateArray());
-    cJSON_AddStringToObject(c, "snapshots_dir", snapshots);
-    cJSON_AddNumberToObject(c, "max_workspace_mb", 512);
-    cJSON_AddNumberToObject(c, "max_sessions", 50);
-    cJSON_AddNumberToObject(c, "max_checkpoints", 200);
-    cJSON_AddNumberToObject(c, "session_idle_timeout_secs", 3600);
-    cJSON_AddNumberToObject(c, "bash_timeout_ms", 30000);
-    cJSON_AddNumberToObject(c, "fetch_timeout_ms", 60000);
-    cJSON_AddNumberToObject(c, "connect_timeout_ms", 30000);
-    cJSON_AddBoolToObject(c, "package_install_enabled", 0);
-    cJSON_AddNumberToObject(c, "package_install_timeout_ms", 180000);
-    cJSON_AddStringToObject(c, "source", "defaults (no config loaded)");
-    tool_call_set_summary(call, "get_config: defaults");
+    if (p != NULL) {
+        policy_json(c, p, env->db_path);
+    }
+    cJSON_AddBoolToObject(c, "policy_in_force", p != NULL);
+    cJSON_AddStringToObject(c, "source",
+                            p == NULL          ? "none"
+                            : ps.from_defaults ? "defaults"
+                                               : "file");
+    cJSON_AddStringToObject(c, "config_path", ps.path);
+    add_time(c, "config_mtime", p != NULL && !ps.from_defaults ? ps.mtime_ms : 0);
+    add_time(c, "loaded_at", p != NULL ? ps.loaded_ms : 0);
+    cJSON_AddItemToObject(c, "warnings",
+                          p != NULL ? strlist_json(&p->warnings) : cJSON_CreateArray());
+    if (ps.last_error.code != ERR_OK) {
+        cJSON *le = cJSON_CreateObject();
+        if (le != NULL) {
+            cJSON_AddStringToObject(le, "message", ps.last_error.msg);
+            add_time(le, "at", ps.error_ms);
+            cJSON_AddStringToObject(le, "effect",
+                                    p != NULL ? "the last good policy (shown here) stays in force"
+                                              : "no policy is in force: tools that need it are "
+                                                "refused until the file is fixed");
+        }
+        cJSON_AddItemToObject(c, "load_error", le);
+    } else {
+        cJSON_AddNullToObject(c, "load_error");
+    }
+    tool_call_set_summary(call, "get_config: %s%s",
+                          p == NULL          ? "no policy"
+                          : ps.from_defaults ? "defaults"
+                                             : ps.path,
+                          ps.last_error.code != ERR_OK ? " (load error)" : "");
+    policy_unref(p);
     tool_call_done_json(call, c);
 }
 

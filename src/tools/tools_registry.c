@@ -144,7 +144,16 @@ tools_registry_init(struct err *err)
     if (reg_ready) {
         return 0;
     }
-    if (tools_register(tools_config_defs, tools_config_count, err) < 0) {
+    if (tools_register(tools_config_defs, tools_config_count, err) < 0 ||
+        tools_register(tools_session_defs, tools_session_count, err) < 0 ||
+        tools_register(tools_files_defs, tools_files_count, err) < 0 ||
+        tools_register(tools_history_defs, tools_history_count, err) < 0) {
+        return -1;
+    }
+    if (tools_register(tools_host_defs, tools_host_count, err) < 0) {
+        return -1;
+    }
+    if (tools_register(tools_bash_defs, tools_bash_count, err) < 0) {
         return -1;
     }
     if (tools_testing_register != NULL) {

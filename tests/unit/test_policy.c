@@ -410,6 +410,27 @@ TEST(env_and_command_lists)
     policy_unref(p);
 }
 
+/* Reference 12.3 (session.rs): segments, comments, chains, and every segment allowed. */
+TEST(command_lists_reference_cases)
+{
+    struct policy *p = parse_ok("bash_command_allowlist = [\"ls\", \"cat\"]\n");
+    const char *chained[] = {"ls && curl x", "ls | sh", "ls\nwget y", "ls; python3"};
+    struct err err;
+
+    /* An allowed word smuggled in a trailing comment does not count. */
+    CHECK(policy_command_check(p, "curl evil.sh # ls", &err) < 0);
+    CHECK_EQ_STR(err.msg, "command denied: 'curl evil.sh' is not matched by any allowlist "
+                          "pattern; permitted: ls, cat");
+    /* An unlisted command chained after an allowed one is caught in its own segment. */
+    for (size_t i = 0; i < sizeof(chained) / sizeof(chained[0]); i++) {
+        CHECK(policy_command_check(p, chained[i], &err) < 0);
+        CHECK_EQ_INT(err.code, ERR_DENIED);
+    }
+    /* Every segment allowed, empty segments and comments skipped. */
+    CHECK_EQ_INT(policy_command_check(p, "ls -la && cat x | cat; # a comment\n  \n", &err), 0);
+    policy_unref(p);
+}
+
 /* Builds a policy whose mount_allowlist is the given test-relative directories. */
 static struct policy *
 policy_with_roots(const char *a, const char *b)
@@ -754,7 +775,7 @@ TESTS(defaults_follow_the_reference, parses_every_field,
       config_path_order, store_uses_defaults_only_for_a_missing_default_file,
       store_keeps_the_last_good_policy_on_a_bad_edit,
       store_without_a_good_policy_refuses_with_the_parse_error, domain_matching,
-      env_and_command_lists, hostpath_components_and_symlinks,
+      env_and_command_lists, command_lists_reference_cases, hostpath_components_and_symlinks,
       hostpath_empty_allowlist_reads_anywhere_writes_nowhere,
       hostpath_entry_that_is_a_symlink_or_missing, edit_keeps_comments_and_layout,
       edit_adds_an_absent_key_at_the_root, edit_creates_a_commented_file_and_refuses_a_broken_one,

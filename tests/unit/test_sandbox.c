@@ -187,52 +187,6 @@ host_has_process(const char *marker)
     return found;
 }
 
-/* ---- policy (reference 12.3, session.rs) ----------------------------------------- */
-
-TEST(policy_denylist_rejects)
-{
-    const char *deny[] = {"rm -rf"};
-    struct err err;
-    const char *c = "ls; rm -rf /";
-    CHECK(sandbox_policy_check(c, strlen(c), deny, 1, NULL, 0, &err) < 0);
-    CHECK_EQ_INT(err.code, ERR_DENIED);
-    CHECK_EQ_STR(err.msg, "command denied: matches denylist pattern 'rm -rf'");
-    c = "ls -la";
-    CHECK_OK(sandbox_policy_check(c, strlen(c), deny, 1, NULL, 0, &err), &err);
-}
-
-TEST(policy_allowlist_word_in_comment_rejected)
-{
-    const char *allow[] = {"ls", "cat"};
-    struct err err;
-    const char *c = "curl evil.sh # ls";
-    CHECK(sandbox_policy_check(c, strlen(c), NULL, 0, allow, 2, &err) < 0);
-    CHECK_EQ_STR(err.msg, "command denied: 'curl evil.sh' is not matched by any allowlist "
-                          "pattern; permitted: ls, cat");
-}
-
-TEST(policy_allowlist_chained_unlisted_rejected)
-{
-    const char *allow[] = {"ls"};
-    struct err err;
-    const char *cases[] = {"ls && curl x", "ls | sh", "ls\nwget y", "ls; python3"};
-    for (size_t i = 0; i < 4; i++) {
-        CHECK(sandbox_policy_check(cases[i], strlen(cases[i]), NULL, 0, allow, 1, &err) < 0);
-        CHECK_EQ_INT(err.code, ERR_DENIED);
-    }
-}
-
-TEST(policy_all_segments_allowed)
-{
-    const char *allow[] = {"ls", "echo"};
-    struct err err;
-    const char *c = "ls -la && echo hi | echo there; # a comment\n  \n";
-    CHECK_OK(sandbox_policy_check(c, strlen(c), NULL, 0, allow, 2, &err), &err);
-    /* An empty allowlist allows everything; empty patterns are ignored. */
-    const char *empty[] = {""};
-    CHECK_OK(sandbox_policy_check("anything", 8, empty, 1, empty, 1, &err), &err);
-}
-
 /* ---- macOS profile builder ------------------------------------------------------- */
 
 TEST(seatbelt_escapes_paths)
@@ -867,9 +821,7 @@ TEST(probe_reports)
     CHECK_EQ_STR(p.fix, "");
 }
 
-TESTS(policy_denylist_rejects, policy_allowlist_word_in_comment_rejected,
-      policy_allowlist_chained_unlisted_rejected, policy_all_segments_allowed,
-      seatbelt_escapes_paths, spec_rejects_bad_input, exit_codes_and_output,
+TESTS(seatbelt_escapes_paths, spec_rejects_bad_input, exit_codes_and_output,
       binary_output_kept_as_bytes, workspace_is_cwd_and_writable, environment_is_clean,
       no_inherited_fds_and_stdin_is_devnull, long_commands_run, output_capped_and_counted,
       timeout_kills_everything, nothing_survives_a_normal_exit, cancel_kills_and_reports,

@@ -1,0 +1,234 @@
+/*
+ * drun_mcp_doctor.c - `drun-mcp doctor [--db PATH] [--config PATH]`.
+ *
+ * drun refuses to run a command unsandboxed, so a host where bubblewrap cannot build a
+ * sandbox gives an agent nothing but errors. This command tells the operator why, before
+ * an agent finds out: bwrap's presence and version, user namespaces (and AppArmor's
+ * kernel.apparmor_restrict_unprivileged_userns, which Ubuntu 24.04 sets), the private
+ * runtime directory, the config file (parsed, as drun-mcp would), the database (opened,
+ * with its migrations applied, as drun-mcp would), and one real command in the sandbox.
+ * Each line is "ok <check>: <what was found>" or "FAIL <check>: <what is wrong>; fix:
+ * <the exact command or setting>". The sandbox probe is sandbox_probe(), the same code
+ * session_bash uses to explain a sandbox that cannot start, so both give the same fix.
+ */
+#include "cmd/drun_mcp_doctor.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/mem.h"
+#include "workspace/workspace.h"
+
+struct report {
+    int failed;
+};
+
+static void
+line_ok(const char *check, const char *what)
+{
+    printf("ok   %s: %s\n", check, what);
+}
+
+static void
+line_fail(struct report *r, const char *check, const char *what, const char *fix)
+{
+    r->failed = 1;
+    printf("FAIL %s: %s; fix: %s\n", check, what, fix);
+}
+
+static void
+line_skip(const char *check, const char *why)
+{
+    printf("skip %s: %s\n", check, why);
+}
+
+/* bwrap, user namespaces, AppArmor and one real sandboxed command. */
+static void
+check_sandbox(struct report *r)
+{
+    struct sandbox_probe p;
+    struct err err;
+    char what[SANDBOX_PATH_MAX + 128];
+    int rc = sandbox_probe(&p, &err);
+
+    if (!p.bwrap_found) {
+        line_fail(r, "bwrap", "bubblewrap is not installed", p.fix);
+        line_skip("user namespaces", "needs bwrap");
+        line_skip("sandbox", "needs bwrap");
+        return;
+    }
+    snprintf(what, sizeof(what), "%s (%s)", p.bwrap_path,
+             p.bwrap_version[0] ? p.bwrap_version : "version unknown");
+    line_ok("bwrap", what);
+    if (!p.userns_ok) {
+        line_fail(r, "user namespaces", err.msg, p.fix);
+        line_skip("sandbox", "needs user namespaces");
+        return;
+    }
+    snprintf(what, sizeof(what), "an unprivileged user namespace can be created%s",
+             p.apparmor_restrict == 1   ? " (AppArmor restricts them, but bwrap is allowed)"
+             : p.apparmor_restrict == 0 ? " (kernel.apparmor_restrict_unprivileged_userns = 0)"
+                                        : "");
+    line_ok("user namespaces", what);
+    if (rc < 0 || !p.sandbox_ok) {
+        line_fail(r, "sandbox", err.msg,
+                  p.fix[0]
+                      ? p.fix
+                      : "run 'bwrap --unshare-all --ro-bind / / true' and fix what it reports");
+        return;
+    }
+    line_ok("sandbox",
+            "a test command ran in the sandbox with no network and printed what it should");
+}
+
+/* The runtime directory the workspaces live in (made 0700 if missing, as drun-mcp does). */
+static void
+check_runtime(struct report *r, const struct policy *p)
+{
+    struct buf dir;
+    struct err err;
+    char probe[SANDBOX_PATH_MAX + 32];
+
+    buf_init(&dir, SANDBOX_PATH_MAX);
+    if (ws_runtime_dir(p ? p->runtime_dir : NULL, &dir, &err) < 0) {
+        line_fail(r, "runtime directory", err.msg,
+                  "set runtime_dir in config.toml to a directory you own with mode 0700, or "
+                  "fix the one named ('chmod 700 DIR', 'chown $USER DIR')");
+        buf_release(&dir);
+        return;
+    }
+    snprintf(probe, sizeof(probe), "%s/doctor-XXXXXX", buf_cstr(&dir));
+    if (mkdtemp(probe) == NULL) {
+        char what[SANDBOX_PATH_MAX + 64];
+        snprintf(what, sizeof(what), "cannot create a directory in '%s': %s", buf_cstr(&dir),
+                 strerror(errno));
+        line_fail(r, "runtime directory", what,
+                  "make it writable by this user, or set runtime_dir in config.toml");
+    } else {
+        rmdir(probe);
+        line_ok("runtime directory", buf_cstr(&dir));
+    }
+    buf_release(&dir);
+}
+
+/* Loads config.toml as drun-mcp would; *out gets the policy (or NULL). */
+static void
+check_config(struct report *r, const char *cli, struct policy **out)
+{
+    char *path = NULL;
+    int explicit_path = 0;
+    struct err err;
+    char what[ERR_MSG_MAX + 4200];
+
+    *out = NULL;
+    if (policy_config_path(cli, &path, &explicit_path, &err) < 0) {
+        line_fail(r, "config", err.msg, "pass --config /absolute/path/config.toml or set HOME");
+        return;
+    }
+    if (policy_load_file(path, out, &err) < 0) {
+        if (err.code == ERR_NOTFOUND && !explicit_path) {
+            snprintf(what, sizeof(what), "no file at '%s'; the built-in defaults apply", path);
+            line_ok("config", what);
+            *out = policy_defaults();
+        } else {
+            snprintf(what, sizeof(what), "'%s': %s", path, err.msg);
+            line_fail(r, "config", what,
+                      "correct the key named in config.toml (see docs/configuration.md); "
+                      "drun-mcp keeps refusing policy-dependent calls until it parses");
+        }
+    } else {
+        snprintf(what, sizeof(what), "'%s' parses (%zu warning%s)", path, (*out)->warnings.n,
+                 (*out)->warnings.n == 1 ? "" : "s");
+        line_ok("config", what);
+        for (size_t i = 0; i < (*out)->warnings.n; i++) {
+            printf("     warning: %s\n", (*out)->warnings.v[i]);
+        }
+    }
+    mem_free(path);
+}
+
+/* Opens the DB as drun-mcp would (creating it if it does not exist yet). */
+static void
+check_db(struct report *r, const char *db, const struct policy *p)
+{
+    struct store_opts opts;
+    struct store *st = NULL;
+    struct err err;
+    char what[ERR_MSG_MAX + 4200];
+
+    if ((db == NULL || db[0] == '\0') && p != NULL && p->db_path != NULL) {
+        db = p->db_path;
+    }
+    if (db == NULL || db[0] == '\0') {
+        line_fail(r, "database", "no database named",
+                  "pass --db /path/to/drun.db, set DRUN_DB=/path/to/drun.db, or set db_path in "
+                  "config.toml");
+        return;
+    }
+    memset(&opts, 0, sizeof(opts));
+    if (store_open(db, &opts, &st, &err) < 0) {
+        snprintf(what, sizeof(what), "cannot open '%s': %s", db, err.msg);
+        line_fail(r, "database", what,
+                  err.code == ERR_CORRUPT   ? "restore it from a backup or 'drun-admin db check'"
+                  : err.code == ERR_VERSION ? "use the newer drun that wrote it"
+                                            : "name a writable path with --db (its directory must "
+                                              "exist and be writable)");
+        return;
+    }
+    store_close(st);
+    snprintf(what, sizeof(what), "'%s' opens", db);
+    line_ok("database", what);
+}
+
+static void
+usage(void)
+{
+    fprintf(stderr, "usage: drun-mcp doctor [--db PATH] [--config PATH]\n"
+                    "Checks bwrap, user namespaces, the runtime directory, the config, the "
+                    "database and one\nsandboxed command; prints one line per check and exits "
+                    "0 if all pass, 1 otherwise.\n");
+}
+
+int
+drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
+{
+    struct report r = {0};
+    struct policy *p = NULL;
+
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+            db = argv[++i];
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage();
+            return 0;
+        } else {
+            fprintf(stderr, "drun-mcp doctor: unknown or incomplete option '%s'\n", argv[i]);
+            usage();
+            return 2;
+        }
+    }
+    if (db == NULL || db[0] == '\0') {
+        db = getenv("DRUN_DB");
+    }
+    check_sandbox(&r);
+    check_config(&r, config, &p);
+    check_runtime(&r, p);
+    check_db(&r, db, p);
+    policy_unref(p);
+    printf("%s\n", r.failed
+                       ? "some checks failed: apply the fixes above and run 'drun-mcp doctor' again"
+                       : "all checks passed");
+    fflush(stdout);
+    return r.failed ? 1 : 0;
+}

@@ -1,0 +1,414 @@
+/*
+ * session_edit.c - mutations: building a new checkpoint on the head, committing it in
+ * one transaction, and the workspace directory commands run in.
+ *
+ * Order of a commit (the issue's "right order"): the new manifest is built and every
+ * key checked before anything touches the store; then the size limit; then, inside
+ * one BEGIN IMMEDIATE bracket, the checkpoint limit on the live checkpoints up to the
+ * head (the forward history a rolled-back head leaves is discarded by this very
+ * commit, so it does not count), the blobs, the manifest blob, the checkpoint with its
+ * change rows (store_checkpoint_append marks the forward history discarded), and the
+ * caller's audit row. Memory moves to the new head only after the commit.
+ */
+#include "session/session_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/pathkey.h"
+
+#define MIB ((int64_t)1 << 20)
+
+struct staged {
+    const void *data;
+    size_t len;
+};
+
+struct session_edit {
+    struct session *s;
+    struct ws_manifest *next;
+    struct staged *v;
+    size_t n, cap;
+};
+
+int
+session_edit_begin(struct session *s, struct session_edit **out, struct session_err *e)
+{
+    struct session_edit *ed = mem_calloc(1, sizeof(*ed));
+
+    if (ed == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    if (ws_manifest_clone(s->manifest, &ed->next, &e->base) < 0) {
+        mem_free(ed);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    ed->s = s;
+    *out = ed;
+    return 0;
+}
+
+void
+session_edit_abort(struct session_edit *ed)
+{
+    if (ed == NULL) {
+        return;
+    }
+    ws_manifest_free(ed->next);
+    mem_free(ed->v);
+    mem_free(ed);
+}
+
+static int
+normalize(const char *key, struct buf *k, struct session_err *e)
+{
+    buf_init(k, PATHKEY_MAX + 1);
+    if (pathkey_normalize(key, strlen(key), k, &e->base) < 0) {
+        buf_release(k);
+        return session_fail_err(e, SESSION_E_BAD_PATH, &e->base);
+    }
+    return 0;
+}
+
+int
+session_edit_write(struct session_edit *ed, const char *key, const void *data, size_t len, int exec,
+                   struct session_err *e)
+{
+    struct buf k;
+    uint8_t hash[HASH_LEN];
+
+    if (normalize(key, &k, e) < 0) {
+        return -1;
+    }
+    if (ed->n == ed->cap) {
+        size_t cap = ed->cap ? ed->cap * 2 : 16;
+        struct staged *v = mem_realloc(ed->v, cap * sizeof(*v));
+        if (v == NULL) {
+            buf_release(&k);
+            return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+        }
+        ed->v = v;
+        ed->cap = cap;
+    }
+    hash_sha256(data, len, hash);
+    if (ws_manifest_set(ed->next, buf_cstr(&k), exec ? WS_EXEC : WS_FILE, len, hash, &e->base) <
+        0) {
+        buf_release(&k);
+        return session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
+                                &e->base);
+    }
+    buf_release(&k);
+    ed->v[ed->n].data = data;
+    ed->v[ed->n].len = len;
+    ed->n++;
+    return 0;
+}
+
+int
+session_edit_put(struct session_edit *ed, const struct ws_entry *entry, struct session_err *e)
+{
+    if (ws_manifest_set(ed->next, entry->path, entry->type, entry->size, entry->hash, &e->base) <
+        0) {
+        return session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
+                                &e->base);
+    }
+    return 0;
+}
+
+int
+session_edit_remove(struct session_edit *ed, const char *key, struct session_err *e)
+{
+    struct buf k;
+    const struct ws_entry *ent;
+
+    if (normalize(key, &k, e) < 0) {
+        return -1;
+    }
+    ent = ws_manifest_get(ed->next, buf_cstr(&k));
+    if (ent == NULL || ent->type == WS_DIR) {
+        char q[300];
+        pathkey_quote(key, strlen(key), q, sizeof(q));
+        buf_release(&k);
+        return session_fail(e, SESSION_E_FILE_NOT_FOUND, ERR_NOTFOUND,
+                            "'%s' not in current checkpoint; nothing was deleted (see "
+                            "get_session_state or session_read_files for the keys)",
+                            q);
+    }
+    if (ws_manifest_remove(ed->next, buf_cstr(&k), &e->base) < 0) {
+        buf_release(&k);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    buf_release(&k);
+    return 0;
+}
+
+/* Checks the size limit; grown is 0 when the change cannot have made things bigger. */
+static int
+check_size(const struct session *s, const struct ws_manifest *next, struct session_err *e)
+{
+    uint64_t bytes = ws_manifest_bytes(next);
+    uint64_t before = ws_manifest_bytes(s->manifest);
+    int64_t limit = s->mgr->limits.max_workspace_mb * MIB;
+
+    /* A change that does not grow the workspace is always allowed, so an agent can
+     * shrink a workspace that a lowered limit left too big. */
+    if (bytes > (uint64_t)limit && bytes > before) {
+        session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
+                     "workspace size %llu bytes exceeds limit of %lld bytes; delete or shrink "
+                     "files first",
+                     (unsigned long long)bytes, (long long)limit);
+        e->d1 = (int64_t)bytes;
+        e->d2 = limit;
+        return -1;
+    }
+    return 0;
+}
+
+/* Puts an output stream as a blob (len 0: none). */
+static int
+put_stream(struct session_mgr *m, const void *data, size_t len, uint8_t hash[HASH_LEN],
+           int64_t *bytes, struct session_err *e)
+{
+    *bytes = (int64_t)len;
+    if (len == 0) {
+        return 0;
+    }
+    if (store_blob_put(m->st, data, len, hash, &e->base) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    return 0;
+}
+
+/*
+ * The shared commit: `next` becomes the head (ownership passes on success and on
+ * failure). The caller has opened the bracket when in_tx; this function commits or
+ * rolls it back in every case.
+ */
+static int
+commit_manifest(struct session *s, struct ws_manifest *next, const struct staged *staged,
+                size_t n_staged, const struct session_commit_meta *meta, struct store_audit *audit,
+                struct session_delta *delta, int in_tx, struct session_err *e)
+{
+    struct session_mgr *m = s->mgr;
+    struct store_checkpoint cp;
+    struct store_change *changes = NULL;
+    struct ws_diff_counts counts = {0, 0, 0};
+    size_t n_changes = 0;
+    long at = sess_live_index(s, s->head);
+    uint8_t hash[HASH_LEN];
+    struct store_checkpoint head_cp;
+
+    memset(&cp, 0, sizeof(cp));
+    if (!in_tx && store_begin(m->st, &e->base) < 0) {
+        ws_manifest_free(next);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (check_size(s, next, e) < 0) {
+        goto fail;
+    }
+    if (at < 0) {
+        session_fail(e, SESSION_E_OTHER, ERR_INTERNAL, "session '%s': head %lld is not live", s->id,
+                     (long long)s->head);
+        goto fail;
+    }
+    /* Live checkpoints that remain once the forward history is discarded: 0..head. */
+    if ((int64_t)at + 1 >= m->limits.max_checkpoints) {
+        session_fail(e, SESSION_E_CP_LIMIT, ERR_TOOBIG,
+                     "checkpoint limit of %lld reached; close or snapshot this session and start "
+                     "a new one (or squash or drop old checkpoints)",
+                     (long long)m->limits.max_checkpoints);
+        e->d1 = m->limits.max_checkpoints;
+        goto fail;
+    }
+    /* Room for the new id before the commit, so memory cannot fail after it. */
+    if (s->cap_live < (size_t)at + 2) {
+        int64_t *v = mem_realloc(s->live, ((size_t)at + 10) * sizeof(*v));
+        if (v == NULL) {
+            session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        s->live = v;
+        s->cap_live = (size_t)at + 10;
+    }
+    for (size_t i = 0; i < n_staged; i++) {
+        if (store_blob_put(m->st, staged[i].data, staged[i].len, hash, &e->base) < 0) {
+            session_fail_err(e, SESSION_E_OTHER, &e->base);
+            goto fail;
+        }
+    }
+    /* The head's manifest is the delta base: consecutive manifests differ in a few entries. */
+    memset(&head_cp, 0, sizeof(head_cp));
+    if (store_checkpoint_get(m->st, s->id, s->head, &head_cp, &e->base) < 0) {
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        goto fail;
+    }
+    store_checkpoint_release(&head_cp);
+    if (sess_put_manifest(m, next, head_cp.manifest_hash, cp.manifest_hash, e) < 0 ||
+        put_stream(m, meta->stdout_data, meta->stdout_len, cp.stdout_hash, &cp.stdout_bytes, e) <
+            0 ||
+        put_stream(m, meta->stderr_data, meta->stderr_len, cp.stderr_hash, &cp.stderr_bytes, e) <
+            0 ||
+        sess_changes(s->manifest, next, &changes, &n_changes, &counts, e) < 0) {
+        goto fail;
+    }
+    snprintf(cp.session_id, sizeof(cp.session_id), "%s", s->id);
+    cp.tool = (char *)meta->tool;
+    cp.command = (char *)meta->command;
+    cp.description = (char *)meta->description;
+    cp.has_exit_code = meta->has_exit_code;
+    cp.exit_code = meta->exit_code;
+    cp.duration_ms = meta->duration_ms;
+    cp.file_count = (int64_t)ws_manifest_files(next);
+    cp.added = (int64_t)counts.added;
+    cp.modified = (int64_t)counts.modified;
+    cp.removed = (int64_t)counts.removed;
+    cp.logical_bytes = (int64_t)ws_manifest_bytes(next);
+    if (store_checkpoint_append(m->st, &cp, changes, n_changes, &e->base) < 0) {
+        session_fail_err(e, e->base.code == ERR_TOOBIG ? SESSION_E_ARGS : SESSION_E_OTHER,
+                         &e->base);
+        goto fail;
+    }
+    if (audit != NULL) {
+        audit->session_id = s->id;
+        audit->checkpoint_id = cp.id;
+        if (store_audit_append(m->st, audit, &e->base) < 0) {
+            session_fail_err(e, SESSION_E_OTHER, &e->base);
+            goto fail;
+        }
+    }
+    if (store_commit(m->st, &e->base) < 0) {
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        goto fail;
+    }
+    mem_free(changes);
+    s->n_live = (size_t)at + 1;
+    s->live[s->n_live++] = cp.id;
+    sess_set_head(s, cp.id, next);
+    if (delta != NULL) {
+        delta->checkpoint_id = cp.id;
+        delta->added = counts.added;
+        delta->modified = counts.modified;
+        delta->removed = counts.removed;
+    }
+    return 0;
+
+fail:
+    store_rollback(m->st);
+    mem_free(changes);
+    ws_manifest_free(next);
+    return -1;
+}
+
+int
+session_edit_commit(struct session_edit *ed, const struct session_commit_meta *meta,
+                    struct store_audit *audit, struct session_delta *delta, struct session_err *e)
+{
+    int rc = commit_manifest(ed->s, ed->next, ed->v, ed->n, meta, audit, delta, 0, e);
+
+    ed->next = NULL;
+    session_edit_abort(ed);
+    return rc;
+}
+
+/* ---- the workspace directory --------------------------------------------------------- */
+
+int
+session_workspace_prepare(struct session *s, struct ws_dir **dir, struct session_err *e)
+{
+    struct session_mgr *m = s->mgr;
+    struct buf p;
+    int rc;
+
+    if (m->runtime == NULL) {
+        buf_init(&p, 4096);
+        if (ws_runtime_dir(m->runtime_cfg, &p, &e->base) < 0) {
+            buf_release(&p);
+            return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        }
+        m->runtime = buf_detach(&p, NULL);
+        if (m->runtime == NULL) {
+            return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+        }
+    }
+    if (s->dir == NULL) {
+        buf_init(&p, 4096);
+        if (ws_runtime_session_path(m->runtime, s->id, &p, &e->base) < 0 ||
+            ws_dir_open(buf_cstr(&p), &s->dir, &e->base) < 0) {
+            buf_release(&p);
+            return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        }
+        buf_release(&p);
+        s->dir_trusted = 0;
+    }
+    rc = s->dir_trusted ? ws_dir_sync(s->dir, s->manifest, &m->blobs, &e->base)
+                        : ws_dir_resync(s->dir, s->manifest, &m->blobs, &e->base);
+    if (rc < 0) {
+        s->dir_trusted = 0;
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    s->dir_trusted = 1;
+    *dir = s->dir;
+    return 0;
+}
+
+int
+session_workspace_reset(struct session *s, struct session_err *e)
+{
+    s->dir_trusted = 0;
+    if (s->dir == NULL) {
+        return 0;
+    }
+    if (ws_dir_resync(s->dir, s->manifest, &s->mgr->blobs, &e->base) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    s->dir_trusted = 1;
+    return 0;
+}
+
+int
+session_commit_scan(struct session *s, const struct session_commit_meta *meta,
+                    struct store_audit *audit, struct session_delta *delta,
+                    struct ws_scan_report *skipped, struct session_err *e)
+{
+    struct session_mgr *m = s->mgr;
+    struct ws_limits lim;
+    struct ws_manifest *next = NULL;
+
+    if (s->dir == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_INTERNAL,
+                            "session '%s' has no workspace directory to scan", s->id);
+    }
+    memset(&lim, 0, sizeof(lim));
+    lim.max_bytes = (uint64_t)(m->limits.max_workspace_mb * MIB);
+    /* The scan puts blobs inside the commit's bracket, so a failure leaves none. */
+    if (store_begin(m->st, &e->base) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (ws_dir_rescan(s->dir, &lim, &m->blobs, skipped, &e->base) < 0) {
+        store_rollback(m->st);
+        s->dir_trusted = 0;
+        if (e->base.code == ERR_TOOBIG) {
+            session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
+                         "workspace size exceeds limit of %lld bytes; the command's changes were "
+                         "not kept",
+                         (long long)lim.max_bytes);
+            e->d1 = -1;
+            e->d2 = (int64_t)lim.max_bytes;
+            return -1;
+        }
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (ws_manifest_clone(ws_dir_manifest(s->dir), &next, &e->base) < 0) {
+        store_rollback(m->st);
+        s->dir_trusted = 0;
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (commit_manifest(s, next, NULL, 0, meta, audit, delta, 1, e) < 0) {
+        /* The directory now holds the command's changes, which were not kept. */
+        s->dir_trusted = 0;
+        return -1;
+    }
+    return 0;
+}

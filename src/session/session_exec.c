@@ -1,0 +1,209 @@
+/*
+ * session_exec.c - the overlay mount points a command's sandbox creates in the workspace
+ * directory, and their removal before the rescan; see session_exec.h.
+ *
+ * Every walk here opens one component at a time with O_NOFOLLOW from the workspace root,
+ * so a command that replaced a directory on the path with a link to somewhere else on
+ * the host cannot make us remove (or even look at) anything outside the workspace.
+ */
+#include "session/session_exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "session/session_int.h"
+#include "util/mem.h"
+
+struct mount_point {
+    char *key;      /* the overlay key */
+    size_t top_len; /* length of the first missing prefix of key */
+};
+
+struct session_mounts {
+    struct mount_point *v;
+    size_t n;
+};
+
+/*
+ * Opens the directory `rel` (first `len` bytes; "" is the root) beneath root_fd without
+ * following links. Returns the fd or -1.
+ */
+static int
+open_beneath(int root_fd, const char *rel, size_t len)
+{
+    int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
+    size_t i = 0;
+
+    while (fd >= 0 && i < len) {
+        char name[256];
+        size_t j = i;
+        int next;
+
+        while (j < len && rel[j] != '/') {
+            j++;
+        }
+        if (j - i == 0 || j - i >= sizeof(name)) {
+            close(fd);
+            return -1;
+        }
+        memcpy(name, rel + i, j - i);
+        name[j - i] = '\0';
+        next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(fd);
+        fd = next;
+        i = j + 1;
+    }
+    return fd;
+}
+
+/* Removes the empty directory rel[0..len) beneath root_fd; 0 or -1. */
+static int
+rmdir_beneath(int root_fd, const char *rel, size_t len)
+{
+    size_t slash = len;
+    int pfd, rc;
+    char name[256];
+
+    while (slash > 0 && rel[slash - 1] != '/') {
+        slash--;
+    }
+    if (len - slash == 0 || len - slash >= sizeof(name)) {
+        return -1;
+    }
+    memcpy(name, rel + slash, len - slash);
+    name[len - slash] = '\0';
+    pfd = open_beneath(root_fd, rel, slash > 0 ? slash - 1 : 0);
+    if (pfd < 0) {
+        return -1;
+    }
+    rc = unlinkat(pfd, name, AT_REMOVEDIR);
+    close(pfd);
+    return rc;
+}
+
+int
+session_exec_mounts(struct session *s, const char *const *keys, size_t n, int *usable,
+                    struct session_mounts **out, struct session_err *e)
+{
+    struct session_mounts *mk = NULL;
+    int root = -1;
+
+    *out = NULL;
+    if (n == 0) {
+        return 0;
+    }
+    if (s->dir == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_INTERNAL,
+                            "session '%s' has no workspace directory yet", s->id);
+    }
+    root = open(ws_dir_path(s->dir), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root < 0) {
+        return session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot open the workspace of '%s': %s",
+                            s->id, strerror(errno));
+    }
+    mk = mem_calloc(1, sizeof(*mk));
+    if (mk != NULL) {
+        mk->v = mem_calloc(n, sizeof(*mk->v));
+    }
+    if (mk == NULL || mk->v == NULL) {
+        mem_free(mk);
+        close(root);
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *k = keys[i];
+        size_t len = strlen(k), end = 0;
+        int missing = 0;
+
+        usable[i] = 1;
+        /* Walk the prefixes "a", "a/b", ... until one is missing or is not a directory. */
+        while (end < len) {
+            struct stat st;
+            int pfd;
+            char name[256];
+            size_t start = end;
+
+            while (end < len && k[end] != '/') {
+                end++;
+            }
+            if (end - start == 0 || end - start >= sizeof(name)) {
+                usable[i] = 0;
+                break;
+            }
+            memcpy(name, k + start, end - start);
+            name[end - start] = '\0';
+            pfd = open_beneath(root, k, start > 0 ? start - 1 : 0);
+            if (pfd < 0) {
+                usable[i] = 0;
+                break;
+            }
+            if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                close(pfd);
+                if (errno == ENOENT) {
+                    missing = 1;
+                    mk->v[mk->n].top_len = end;
+                } else {
+                    usable[i] = 0;
+                }
+                break;
+            }
+            close(pfd);
+            if (!S_ISDIR(st.st_mode)) {
+                usable[i] = 0; /* a file or a link where the mount point must go */
+                break;
+            }
+            end++;
+        }
+        if (usable[i] && missing) {
+            mk->v[mk->n].key = mem_strdup(k);
+            if (mk->v[mk->n].key == NULL) {
+                close(root);
+                session_exec_unmount(s, mk);
+                return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+            }
+            mk->n++;
+        }
+    }
+    close(root);
+    *out = mk;
+    return 0;
+}
+
+void
+session_exec_unmount(struct session *s, struct session_mounts *mk)
+{
+    int root = -1;
+
+    if (mk == NULL) {
+        return;
+    }
+    if (s->dir != NULL) {
+        root = open(ws_dir_path(s->dir), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    for (size_t i = 0; i < mk->n; i++) {
+        const char *k = mk->v[i].key;
+        size_t len = k ? strlen(k) : 0;
+
+        /* Deepest first; stop at the first directory that is not empty (or not ours). */
+        while (root >= 0 && k != NULL && len >= mk->v[i].top_len && len > 0) {
+            if (rmdir_beneath(root, k, len) < 0) {
+                break;
+            }
+            while (len > 0 && k[len - 1] != '/') {
+                len--;
+            }
+            if (len > 0) {
+                len--; /* drop the '/' */
+            }
+        }
+        mem_free(mk->v[i].key);
+    }
+    if (root >= 0) {
+        close(root);
+    }
+    mem_free(mk->v);
+    mem_free(mk);
+}

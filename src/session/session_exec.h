@@ -1,0 +1,38 @@
+/*
+ * session_exec.h - what a command run needs from a session besides session.h: the
+ * overlay mount points the sandbox creates inside the workspace directory.
+ *
+ * Overlays (mount_overlay_paths found by session_mount) are bound read-only at
+ * /workspace/<key>. /workspace is a bind of the host workspace directory, so when a
+ * mount point is missing bwrap creates it there, on the host: an empty directory (and
+ * any missing parents) that the rescan after the command would otherwise record in the
+ * checkpoint. Overlays are never checkpointed, so session_exec_mounts() notes which
+ * directories do not exist before the command and session_exec_unmount() removes those
+ * that are still empty afterwards, before the rescan.
+ */
+#ifndef DRUN_SESSION_EXEC_H
+#define DRUN_SESSION_EXEC_H
+
+#include <stddef.h>
+
+#include "session/session.h"
+
+struct session_mounts;
+
+/*
+ * For each overlay key (relative, '/'-separated, already validated), notes the missing
+ * part of its path in s's workspace directory (session_workspace_prepare() must have
+ * run). usable[i] is set to 0 for a key whose path crosses an existing non-directory or
+ * link (bwrap could not mount there, so the caller leaves that overlay out), else 1.
+ * *out (may be NULL when nothing is missing) is freed by session_exec_unmount().
+ */
+int session_exec_mounts(struct session *s, const char *const *keys, size_t n, int *usable,
+                        struct session_mounts **out, struct session_err *e);
+
+/*
+ * Removes the directories noted by session_exec_mounts() that are still empty (deepest
+ * first), never following a link a command may have planted; frees mk. NULL is a no-op.
+ */
+void session_exec_unmount(struct session *s, struct session_mounts *mk);
+
+#endif

@@ -1,0 +1,674 @@
+/*
+ * tools_bash.c - session_bash: run one shell command in the session's workspace, inside
+ * the sandbox, and checkpoint what it left (reference sections 3.1 and 4.2).
+ *
+ * The call is asynchronous: the handler checks the policy, marks the session busy,
+ * syncs the workspace directory to the head and starts the sandbox, then returns; the
+ * loop keeps serving other requests (other sessions are not blocked, this one answers
+ * session_busy). Output arrives through on_output, which feeds throttled progress
+ * notifications; the end arrives through on_exit, which either rescans the directory
+ * and commits one checkpoint (with the audit row in the same transaction), or - after a
+ * timeout, a cancel or a sandbox failure - puts the directory back to the head with a
+ * full re-sync and fails the call, so a killed command's partial writes never reach a
+ * later checkpoint (reference section 14 item 4).
+ *
+ * The sandbox never falls back to running a command unsandboxed: when it cannot start,
+ * the call fails with the fix `drun-mcp doctor` would print.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "session/session_exec.h"
+#include "store/store.h"
+#include "tools/tools_sess.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/timeutil.h"
+
+#define PROGRESS_EVERY_MS 100 /* at most ~10 notifications a second */
+#define PROGRESS_LINE_MAX 240 /* bytes of the latest line sent as the progress message */
+#define SUMMARY_CMD_MAX   120
+
+/* The latest output line of one stream, for progress messages. */
+struct line_track {
+    char cur[PROGRESS_LINE_MAX]; /* the line being written (cut at the cap) */
+    size_t cur_len;
+    char last[PROGRESS_LINE_MAX]; /* the last complete non-empty line */
+    size_t last_len;
+    int64_t last_seq; /* when `last` was completed (bytes seen), to pick the newest */
+};
+
+struct bash_run {
+    struct tool_call *call;
+    struct session *s;
+    struct sandbox *sb; /* NULL once on_exit came */
+    struct session_mounts *mounts;
+    const char *command; /* borrowed from the call's arguments, valid until done */
+    const char *description;
+    int64_t timeout_ms;
+    uint64_t seen; /* bytes of output seen; the progress value */
+    int64_t last_progress_ms;
+    int sent_seen; /* seen value of the last notification */
+    struct line_track lines[2];
+    /* Where the time goes (logged at debug level; tools/bench/bash_bench reads it). */
+    int64_t t0_us, t_sync_us, t_ready_us, t_exit_us;
+};
+
+/* ---- text helpers ------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p[0..n), or 0 if it is not one. */
+static size_t
+utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    size_t len;
+    unsigned min;
+
+    if (c < 0x80) {
+        return c == 0 ? 0 : 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len) {
+        return 0;
+    }
+    unsigned v = c & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+        v = (v << 6) | (p[i] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
+        return 0;
+    }
+    return len;
+}
+
+/*
+ * Appends data as valid UTF-8 text: each byte that does not start a valid sequence (and
+ * each NUL, which a C string cannot carry) becomes U+FFFD, so the JSON stays valid
+ * whatever the command printed.
+ */
+static void
+append_lossy(struct buf *out, const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i = 0;
+
+    while (i < len) {
+        size_t k = utf8_seq(p + i, len - i);
+        if (k == 0) {
+            buf_puts(out, "\xef\xbf\xbd");
+            i++;
+        } else {
+            buf_append(out, p + i, k);
+            i += k;
+        }
+    }
+}
+
+/* The tail of a stream as text: a cut through a character at its start is dropped. */
+static cJSON *
+tail_json(const struct sandbox_output *o)
+{
+    struct buf b;
+    size_t skip = 0;
+    cJSON *s;
+
+    buf_init(&b, SANDBOX_TAIL_BYTES * 3 + 16);
+    if (o->total > o->tail_len) {
+        while (skip < 3 && skip < o->tail_len && ((unsigned char)o->tail[skip] & 0xc0) == 0x80) {
+            skip++;
+        }
+    }
+    append_lossy(&b, o->tail + skip, o->tail_len - skip);
+    s = cJSON_CreateString(buf_failed(&b) ? "" : buf_cstr(&b));
+    buf_release(&b);
+    return s;
+}
+
+/* ---- progress ----------------------------------------------------------------------- */
+
+static void
+track_bytes(struct line_track *t, const char *p, size_t n, uint64_t seen_before)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '\n' || c == '\r') {
+            if (t->cur_len > 0) {
+                memcpy(t->last, t->cur, t->cur_len);
+                t->last_len = t->cur_len;
+                t->last_seq = (int64_t)(seen_before + i + 1);
+            }
+            t->cur_len = 0;
+        } else if (t->cur_len < sizeof(t->cur)) {
+            t->cur[t->cur_len++] = c;
+        }
+    }
+}
+
+static void
+send_progress(struct bash_run *r, int64_t now)
+{
+    const struct line_track *a = &r->lines[0], *b = &r->lines[1];
+    const struct line_track *t = b->last_seq > a->last_seq ? b : a;
+    struct buf msg;
+
+    buf_init(&msg, PROGRESS_LINE_MAX * 3 + 16);
+    if (t->last_len > 0) {
+        append_lossy(&msg, t->last, t->last_len);
+    } else if (a->cur_len > 0) {
+        append_lossy(&msg, a->cur, a->cur_len);
+    } else {
+        append_lossy(&msg, b->cur, b->cur_len);
+    }
+    tool_call_progress(r->call, (double)r->seen, -1, buf_failed(&msg) ? NULL : buf_cstr(&msg));
+    buf_release(&msg);
+    r->last_progress_ms = now;
+    r->sent_seen = 1;
+}
+
+static void
+on_output(void *ud, enum sandbox_stream stream, const char *bytes, size_t len)
+{
+    struct bash_run *r = ud;
+    int64_t now;
+
+    track_bytes(&r->lines[stream == SANDBOX_STDERR ? 1 : 0], bytes, len, r->seen);
+    r->seen += len;
+    if (!tool_call_has_progress(r->call) || len == 0) {
+        return;
+    }
+    now = time_mono_ms();
+    if (!r->sent_seen || now - r->last_progress_ms >= PROGRESS_EVERY_MS) {
+        send_progress(r, now);
+    }
+}
+
+/* ---- the end of a run ---------------------------------------------------------------- */
+
+/*
+ * The message for a sandbox that could not run the command: what failed and, from a
+ * probe of the host, the fix doctor prints. Never suggests running unsandboxed.
+ */
+static void
+fail_unavailable(struct tool_call *call, const struct err *why)
+{
+    struct sandbox_probe probe;
+    struct err perr;
+    char msg[ERR_MSG_MAX * 2 + 1200];
+    cJSON *detail = cJSON_CreateObject();
+
+    if (sandbox_probe(&probe, &perr) < 0) {
+        snprintf(msg, sizeof(msg),
+                 "the sandbox cannot run commands on this host (%s); fix: %s; commands never "
+                 "run unsandboxed; 'drun-mcp doctor' checks the host",
+                 why->msg, probe.fix);
+        if (detail != NULL) {
+            cJSON_AddStringToObject(detail, "fix", probe.fix);
+        }
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "the sandbox failed to run the command (%s); run 'drun-mcp doctor' to check "
+                 "the host",
+                 why->msg);
+    }
+    tool_call_done_error(call, TOOL_ERR_INTERNAL, msg, detail);
+}
+
+static void
+run_free(struct bash_run *r)
+{
+    if (r->mounts != NULL) {
+        session_exec_unmount(r->s, r->mounts);
+        r->mounts = NULL;
+    }
+    mem_free(r);
+}
+
+/* After a run that must leave no trace: back to the head, then out of the session. */
+static void
+reset_and_leave(struct bash_run *r)
+{
+    struct session_err e;
+
+    if (r->mounts != NULL) {
+        session_exec_unmount(r->s, r->mounts);
+        r->mounts = NULL;
+    }
+    if (session_workspace_reset(r->s, &e) < 0) {
+        /* The next prepare re-syncs fully (the reset left the directory untrusted). */
+        log_warn("session '%s': cannot reset the workspace after a failed command: %s",
+                 session_id(r->s), e.base.msg);
+    }
+    session_leave(r->s, SESSION_WRITE);
+}
+
+static void
+summarize(struct tool_call *call, const char *what, const char *command)
+{
+    char c[SUMMARY_CMD_MAX + 1];
+    size_t n = strcspn(command, "\n");
+
+    if (n > SUMMARY_CMD_MAX) {
+        n = SUMMARY_CMD_MAX;
+    }
+    memcpy(c, command, n);
+    c[n] = '\0';
+    tool_call_set_summary(call, "%s: %s", what, c);
+}
+
+static void
+bash_on_exit(void *ud, struct sandbox_result *res)
+{
+    struct bash_run *r = ud;
+    struct tool_call *call = r->call;
+    struct session_commit_meta meta;
+    struct session_delta d;
+    struct store_audit row;
+    struct session_err e;
+    cJSON *st;
+    char tmp[64];
+
+    r->t_exit_us = time_mono_us();
+    r->sb = NULL;
+    tool_call_on_cancel(call, NULL, NULL);
+    if (res->cancelled || tool_call_cancelled(call)) {
+        reset_and_leave(r);
+        summarize(call, "cancelled", r->command);
+        tool_call_done_error(call, TOOL_ERR_CANCELLED,
+                             "the command was cancelled; its changes were discarded", NULL);
+        goto out;
+    }
+    if (res->timed_out) {
+        cJSON *detail = cJSON_CreateObject();
+        char msg[256];
+
+        reset_and_leave(r);
+        summarize(call, "timed out", r->command);
+        snprintf(msg, sizeof(msg),
+                 "execution exceeded the %lldms timeout; increase the corresponding timeout "
+                 "(bash_timeout_ms or package_install_timeout_ms) in server config",
+                 (long long)r->timeout_ms);
+        if (detail != NULL) {
+            cJSON_AddNumberToObject(detail, "timeout_ms", (double)r->timeout_ms);
+        }
+        tool_call_done_error(call, "execution_timeout", msg, detail);
+        goto out;
+    }
+    if (res->failed) {
+        reset_and_leave(r);
+        summarize(call, "sandbox failed", r->command);
+        fail_unavailable(call, &res->error);
+        goto out;
+    }
+
+    /* The command finished: the mount points go, then the directory becomes a checkpoint. */
+    session_exec_unmount(r->s, r->mounts);
+    r->mounts = NULL;
+    memset(&meta, 0, sizeof(meta));
+    meta.tool = "session_bash";
+    meta.command = r->command;
+    meta.description = r->description;
+    meta.has_exit_code = 1;
+    meta.exit_code = res->exit_code;
+    meta.stdout_data = res->out.data.len ? res->out.data.data : NULL;
+    meta.stdout_len = res->out.data.len;
+    meta.stderr_data = res->err.data.len ? res->err.data.data : NULL;
+    meta.stderr_len = res->err.data.len;
+    meta.duration_ms = res->duration_ms;
+    snprintf(tmp, sizeof(tmp), "exit %d", res->exit_code);
+    summarize(call, tmp, r->command);
+    tool_call_audit_prepare(call, &row);
+    if (session_commit_scan(r->s, &meta, &row, &d, NULL, &e) < 0) {
+        session_leave(r->s, SESSION_WRITE);
+        tsess_fail(call, &e);
+        goto out;
+    }
+    tool_call_audit_taken(call);
+    tool_call_set_checkpoint(call, d.checkpoint_id);
+    session_leave(r->s, SESSION_WRITE);
+    st = tsess_state(r->s, &d, &e);
+    if (st == NULL) {
+        tsess_fail(call, &e);
+        goto out;
+    }
+    cJSON_AddNumberToObject(st, "duration_ms", (double)res->duration_ms);
+    cJSON_AddBoolToObject(st, "stdout_truncated", res->out.truncated);
+    cJSON_AddBoolToObject(st, "stderr_truncated", res->err.truncated);
+    if (res->out.truncated) {
+        cJSON_AddNumberToObject(st, "stdout_total_bytes", (double)res->out.total);
+    }
+    if (res->err.truncated) {
+        cJSON_AddNumberToObject(st, "stderr_total_bytes", (double)res->err.total);
+    }
+    if (res->limit_hit != NULL) {
+        cJSON_AddStringToObject(st, "limit_hit", res->limit_hit);
+    } else {
+        cJSON_AddNullToObject(st, "limit_hit");
+    }
+    cJSON_AddItemToObject(st, "stdout_tail", tail_json(&res->out));
+    cJSON_AddItemToObject(st, "stderr_tail", tail_json(&res->err));
+    {
+        int64_t t_commit = time_mono_us();
+        tool_call_done_json(call, st);
+        log_debug("session_bash timing: %s sync %lld spawn %lld run %lld commit %lld json %lld us",
+                  session_id(r->s), (long long)(r->t_sync_us - r->t0_us),
+                  (long long)(r->t_ready_us - r->t_sync_us),
+                  (long long)(r->t_exit_us - r->t_ready_us), (long long)(t_commit - r->t_exit_us),
+                  (long long)(time_mono_us() - t_commit));
+    }
+out:
+    sandbox_result_release(res);
+    run_free(r);
+}
+
+static void
+on_cancel(struct tool_call *call, void *arg)
+{
+    struct bash_run *r = arg;
+
+    (void)call;
+    if (r->sb != NULL) {
+        sandbox_cancel(r->sb);
+    }
+}
+
+/* ---- read-only paths ------------------------------------------------------------------ */
+
+/*
+ * The daemon's $PATH entries, resolved, existing directories only, deduplicated, once
+ * per process (reference section 3.2). "/" is never one of them: binding the whole
+ * host read-only would undo the sandbox's read set.
+ */
+static char *path_dirs[SANDBOX_RO_PATHS_MAX / 2];
+static size_t n_path_dirs;
+static char path_env[SANDBOX_PATH_MAX];
+static int path_ready;
+
+static void
+path_init(void)
+{
+    const char *p = getenv("PATH");
+    struct buf inside;
+
+    if (path_ready) {
+        return;
+    }
+    path_ready = 1;
+    buf_init(&inside, sizeof(path_env) - 1);
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, ":");
+        char raw[SANDBOX_PATH_MAX], real[SANDBOX_PATH_MAX];
+        struct stat sb;
+        int dup = 0;
+
+        if (n > 0 && n < sizeof(raw) && p[0] == '/') {
+            memcpy(raw, p, n);
+            raw[n] = '\0';
+            if (realpath(raw, real) != NULL && strcmp(real, "/") != 0 && stat(real, &sb) == 0 &&
+                S_ISDIR(sb.st_mode)) {
+                for (size_t i = 0; i < n_path_dirs; i++) {
+                    dup |= strcmp(path_dirs[i], real) == 0;
+                }
+                if (!dup && n_path_dirs < sizeof(path_dirs) / sizeof(path_dirs[0])) {
+                    path_dirs[n_path_dirs] = mem_strdup(real);
+                    if (path_dirs[n_path_dirs] != NULL) {
+                        n_path_dirs++;
+                    }
+                }
+                /* PATH inside names the entries as written: they are bound at real paths,
+                 * and a link (/bin -> usr/bin) is recreated inside as well. */
+                if (inside.len > 0) {
+                    buf_putc(&inside, ':');
+                }
+                buf_append(&inside, raw, n);
+            }
+        }
+        p += n;
+        if (*p == ':') {
+            p++;
+        }
+    }
+    if (!buf_failed(&inside) && inside.len > 0) {
+        snprintf(path_env, sizeof(path_env), "%s", buf_cstr(&inside));
+    }
+    buf_release(&inside);
+}
+
+/* ---- the handler ------------------------------------------------------------------------ */
+
+/* The session limits of this call's policy (as tools_host.c does). */
+static void
+set_limits(struct session_mgr *m, const struct policy *p)
+{
+    struct session_limits lim;
+
+    lim.max_sessions = p->max_sessions;
+    lim.max_checkpoints = p->max_checkpoints;
+    lim.max_workspace_mb = p->max_workspace_mb;
+    lim.idle_secs = p->session_idle_timeout_secs;
+    session_mgr_set_limits(m, &lim);
+}
+
+static void
+session_bash(struct tool_call *call)
+{
+    struct tools_env *env = tool_call_env(call);
+    const char *command = tool_call_arg_str(call, "command");
+    const char *description = tool_call_arg_str(call, "description");
+    struct policy *p = NULL;
+    struct session *s = NULL;
+    struct bash_run *r = NULL;
+    struct ws_dir *dir = NULL;
+    struct store_overlay *ov = NULL;
+    size_t n_ov = 0, n_keep = 0, n_ro = 0;
+    struct sandbox_overlay *ovs = NULL;
+    const char **keys = NULL;
+    int *usable = NULL;
+    const char *ro[SANDBOX_RO_PATHS_MAX];
+    const char *envv[2] = {"PYTHONPATH=/workspace/.packages/pip",
+                           "NODE_PATH=/workspace/.packages/npm/node_modules"};
+    struct sandbox_spec spec;
+    struct sandbox_callbacks cb;
+    struct session_err e;
+    struct err err;
+    size_t len;
+    int64_t t0 = time_mono_us();
+
+    if (tools_policy(call, &p) < 0) {
+        return;
+    }
+    len = strlen(command);
+    if (len == 0 || strspn(command, " \t\r\n") == len) {
+        tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS,
+                             "argument 'command' is empty; pass the shell command to run", NULL);
+        goto out;
+    }
+    if (len > SANDBOX_COMMAND_MAX_DEFAULT) {
+        char msg[200];
+        cJSON *detail = cJSON_CreateObject();
+        snprintf(msg, sizeof(msg),
+                 "argument 'command' has %zu bytes, more than the %zu allowed; write the "
+                 "script to a file with session_write_files and run it",
+                 len, SANDBOX_COMMAND_MAX_DEFAULT);
+        if (detail != NULL) {
+            cJSON_AddNumberToObject(detail, "limit_bytes", (double)SANDBOX_COMMAND_MAX_DEFAULT);
+        }
+        tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS, msg, detail);
+        goto out;
+    }
+    /* The command policy comes first: a denied command never starts (section 3.7). */
+    if (policy_command_check(p, command, &err) < 0) {
+        summarize(call, "denied", command);
+        tool_call_done_error(call, "command_denied", err.msg, NULL);
+        goto out;
+    }
+    if (tsess_mgr(call) == NULL) {
+        goto out;
+    }
+    set_limits(tsess_mgr(call), p);
+    s = tsess_open(call, SESSION_WRITE);
+    if (s == NULL) {
+        goto out;
+    }
+    if (session_workspace_prepare(s, &dir, &e) < 0) {
+        session_leave(s, SESSION_WRITE);
+        tsess_fail(call, &e);
+        goto out;
+    }
+    r = mem_calloc(1, sizeof(*r));
+    if (r == NULL) {
+        session_leave(s, SESSION_WRITE);
+        tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+        goto out;
+    }
+    r->call = call;
+    r->s = s;
+    r->command = command;
+    r->description = description;
+    r->t0_us = t0;
+    r->t_sync_us = time_mono_us();
+
+    /* Overlays: existing host directories only (a snapshot may name one that is gone). */
+    if (store_overlay_list(env->store, session_id(s), &ov, &n_ov, &err) < 0) {
+        session_leave(s, SESSION_WRITE);
+        tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
+        goto out;
+    }
+    if (n_ov > SANDBOX_OVERLAYS_MAX) {
+        n_ov = SANDBOX_OVERLAYS_MAX;
+    }
+    if (n_ov > 0) {
+        ovs = mem_calloc(n_ov, sizeof(*ovs));
+        keys = mem_calloc(n_ov, sizeof(*keys));
+        usable = mem_calloc(n_ov, sizeof(*usable));
+        if (ovs == NULL || keys == NULL || usable == NULL) {
+            session_leave(s, SESSION_WRITE);
+            tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+            goto out;
+        }
+        for (size_t i = 0; i < n_ov; i++) {
+            struct stat sb;
+            if (stat(ov[i].host_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                keys[n_keep] = ov[i].key;
+                ovs[n_keep].key = ov[i].key;
+                ovs[n_keep].host_dir = ov[i].host_path;
+                n_keep++;
+            }
+        }
+        if (session_exec_mounts(s, keys, n_keep, usable, &r->mounts, &e) < 0) {
+            session_leave(s, SESSION_WRITE);
+            tsess_fail(call, &e);
+            goto out;
+        }
+        size_t j = 0;
+        for (size_t i = 0; i < n_keep; i++) {
+            if (usable[i]) {
+                ovs[j++] = ovs[i];
+            } else {
+                log_warn("session '%s': overlay '%s' left out: its mount point is not a "
+                         "directory in the workspace",
+                         session_id(s), ovs[i].key);
+            }
+        }
+        n_keep = j;
+    }
+
+    /* Read-only: the daemon's PATH entries, then the mount_allowlist entries. */
+    path_init();
+    for (size_t i = 0; i < n_path_dirs && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
+        ro[n_ro++] = path_dirs[i];
+    }
+    for (size_t i = 0; i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
+        if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
+            ro[n_ro++] = p->mount_allowlist.v[i];
+        }
+    }
+
+    memset(&spec, 0, sizeof(spec));
+    spec.workspace_dir = ws_dir_path(dir);
+    spec.ro_paths = ro;
+    spec.n_ro_paths = n_ro;
+    spec.overlays = ovs;
+    spec.n_overlays = n_keep;
+    spec.command = command;
+    spec.command_len = len;
+    spec.env = envv;
+    spec.n_env = 2;
+    spec.path_env = path_env[0] ? path_env : NULL;
+    spec.limits.timeout_ms = p->bash_timeout_ms;
+    spec.limits.memory_bytes = (uint64_t)p->sandbox_memory_mb << 20;
+    spec.limits.cpu_secs = (uint64_t)p->sandbox_cpu_secs;
+    spec.limits.file_size_bytes = (uint64_t)p->sandbox_file_size_mb << 20;
+    spec.limits.nproc = (uint64_t)p->sandbox_max_processes;
+    spec.limits.tmp_size_bytes = (uint64_t)p->sandbox_tmp_size_mb << 20;
+    spec.limits.max_output_bytes = (size_t)p->max_output_bytes;
+    spec.limits.max_command_bytes = SANDBOX_COMMAND_MAX_DEFAULT;
+    r->timeout_ms = p->bash_timeout_ms;
+
+    cb.on_output = on_output;
+    cb.on_exit = bash_on_exit;
+    cb.ud = r;
+    if (sandbox_start(env->loop, &spec, &cb, &r->sb, &err) < 0) {
+        reset_and_leave(r);
+        if (err.code == ERR_INVAL || err.code == ERR_TOOBIG) {
+            tool_call_done_err(call, TOOL_ERR_INVALID_ARGUMENTS, &err);
+        } else {
+            fail_unavailable(call, &err);
+        }
+        goto out;
+    }
+    r->t_ready_us = time_mono_us();
+    tool_call_on_cancel(call, on_cancel, r);
+    r = NULL; /* on_exit owns it now */
+out:
+    if (r != NULL) {
+        run_free(r);
+    }
+    mem_free(ovs);
+    mem_free(keys);
+    mem_free(usable);
+    store_overlay_list_free(ov, n_ov);
+    policy_unref(p);
+}
+
+static const char bash_schema[] =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+    "\"properties\":{\"command\":{\"type\":\"string\",\"description\":\"Shell script, run with "
+    "sh -c in /workspace.\"},\"description\":{\"type\":\"string\",\"description\":\"Why you "
+    "run it, in a few words (recorded in the checkpoint).\"}," TSESS_ID_PROP
+    "},\"required\":[\"command\",\"description\"],\"additionalProperties\":false}";
+
+const struct tool_def tools_bash_defs[] = {
+    {
+        .name = "session_bash",
+        .title = "Run a shell command",
+        .description = "Run a shell command (sh -c) in the session's /workspace, sandboxed with "
+                       "no network, and checkpoint the files it changes. Returns exit code, "
+                       "change counts and the last 2 KiB of stdout/stderr; full output via "
+                       "checkpoint_read_stdstreams.",
+        .input_schema = bash_schema,
+        .annotations = {0, 0, 0, 0},
+        .handler = session_bash,
+    },
+};
+
+const size_t tools_bash_count = sizeof(tools_bash_defs) / sizeof(tools_bash_defs[0]);

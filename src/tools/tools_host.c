@@ -1,0 +1,986 @@
+/*
+ * tools_host.c - the host doors: session_mount, session_export, delete_from_host and
+ * session_get_env.
+ *
+ * These four tools are the only ways an agent reaches the host's files and environment,
+ * so every path they get is treated as hostile. Each call takes one policy snapshot
+ * (tools_policy) and asks policy_hostpath_check() whether its door admits the path:
+ * the path is resolved (symlinks included) and compared with the resolved
+ * mount_allowlist entries by whole components, and an empty allowlist lets mount read
+ * anywhere but refuses export and delete. That answer holds for one moment only, so
+ * the I/O that follows never trusts a path string again:
+ *
+ *  - mount walks from "/" one component at a time with O_NOFOLLOW, then walks the tree
+ *    with fd-relative fstatat/openat, never following a link: links become links in
+ *    the workspace, FIFOs, sockets and devices are skipped and listed (never opened,
+ *    so a FIFO cannot block the server and a device cannot be read), and bytes are
+ *    counted while reading so the size limit stops the call the moment it is passed
+ *    (a file's stat size is checked first, so a huge sparse file fails before a byte
+ *    of it is read);
+ *  - export and delete go through policy/hostpath.h, which re-walks from a directory fd
+ *    of the allowlisted root with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so a symlink
+ *    swapped in after the check makes the write fail instead of landing elsewhere.
+ *
+ * Export writes a symlink only when its target stays inside the exported tree (an
+ * absolute target, or one that climbs out with "..", is skipped and listed), so an
+ * exported tree never points an unwary host tool at /etc.
+ */
+#include "tools/tools_sess.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/hostpath.h"
+#include "policy/policy.h"
+#include "session/session.h"
+#include "store/store.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/pathkey.h"
+
+#define ERR_MOUNT_DENIED  "mount_denied"
+#define ERR_BAD_PATH      "invalid_workspace_path"
+#define ERR_FILE_NOTFOUND "file_not_found"
+#define ERR_SIZE          "workspace_size_exceeded"
+#define ERR_ENV_DENIED    "env_var_denied"
+
+#define MIB             ((int64_t)1 << 20)
+#define MOUNT_DEPTH_MAX 256     /* directory levels a mount descends */
+#define MOUNT_ENTRY_MAX 1000000 /* entries one mount may stage */
+#define SKIP_LIST_MAX   100     /* skipped entries listed by name in a result */
+#define READ_CHUNK      65536
+#define HOST_PATH_MAX   4096
+
+/* ---- shared helpers ------------------------------------------------------------------ */
+
+/* Ends the call for a refused or malformed host path, naming the permitted prefixes. */
+static void
+fail_hostpath(struct tool_call *call, const struct policy *p, const struct err *err)
+{
+    struct buf msg;
+    cJSON *detail = NULL;
+
+    if (err->code == ERR_INVAL) {
+        tool_call_done_error(call, ERR_BAD_PATH, err->msg, NULL);
+        return;
+    }
+    if (err->code != ERR_DENIED) {
+        tool_call_done_err(call, NULL, err);
+        return;
+    }
+    buf_init(&msg, 8192);
+    buf_puts(&msg, err->msg);
+    detail = cJSON_CreateObject();
+    if (p->mount_allowlist.n > 0) {
+        cJSON *a = cJSON_CreateArray();
+        buf_puts(&msg, "; permitted prefixes: ");
+        for (size_t i = 0; i < p->mount_allowlist.n; i++) {
+            buf_printf(&msg, "%s%s", i ? ", " : "", p->mount_allowlist.v[i]);
+            cJSON_AddItemToArray(a, cJSON_CreateString(p->mount_allowlist.v[i]));
+        }
+        cJSON_AddItemToObject(detail, "permitted_prefixes", a);
+    }
+    tool_call_done_error(call, ERR_MOUNT_DENIED, buf_cstr(&msg), detail);
+    buf_release(&msg);
+}
+
+/*
+ * The call's session (the session_id argument or the active one), entered in `mode`
+ * (0: not entered), with the limits of this call's policy; the caller pairs an entered
+ * session with session_leave(). Ends the call and returns NULL when there is none.
+ */
+static struct session *
+open_session(struct tool_call *call, const struct policy *p, int mode)
+{
+    struct session_mgr *m = tsess_mgr(call);
+    struct session_limits lim;
+
+    if (m == NULL) {
+        return NULL;
+    }
+    lim.max_sessions = p->max_sessions;
+    lim.max_checkpoints = p->max_checkpoints;
+    lim.max_workspace_mb = p->max_workspace_mb;
+    lim.idle_secs = p->session_idle_timeout_secs;
+    session_mgr_set_limits(m, &lim);
+    return tsess_open(call, mode);
+}
+
+/* A list of {path, why} the result reports; the first SKIP_LIST_MAX by name. */
+struct skips {
+    cJSON *list;
+    size_t total;
+};
+
+static void
+skips_add(struct skips *sk, const char *path, const char *why)
+{
+    char q[512];
+    cJSON *o;
+
+    sk->total++;
+    if (sk->list == NULL || (size_t)cJSON_GetArraySize(sk->list) >= SKIP_LIST_MAX) {
+        return;
+    }
+    pathkey_quote(path, strlen(path), q, sizeof(q));
+    o = cJSON_CreateObject();
+    if (o != NULL) {
+        cJSON_AddStringToObject(o, "path", q);
+        cJSON_AddStringToObject(o, "why", why);
+        cJSON_AddItemToArray(sk->list, o);
+    }
+}
+
+/* ---- delete_from_host -------------------------------------------------------------- */
+
+static void
+delete_from_host(struct tool_call *call)
+{
+    const char *path = tool_call_arg_str(call, "path");
+    struct policy *p = NULL;
+    struct policy_hostpath hp;
+    struct hostpath_removed rm;
+    struct err err;
+    cJSON *r;
+    int rootfd = -1;
+
+    if (tools_policy(call, &p) < 0) {
+        return;
+    }
+    if (policy_hostpath_check(p, path, POLICY_DOOR_DELETE, &hp, &err) < 0) {
+        tool_call_set_summary(call, "delete_from_host: refused '%s'", path);
+        fail_hostpath(call, p, &err);
+        goto out;
+    }
+    /*
+     * The check resolved the parent and kept the last name, so hp.rel names the entry
+     * itself (a link is removed as a link). hostpath_remove re-walks rel from the root
+     * fd without following links and refuses to cross into another filesystem.
+     */
+    rootfd = hostpath_open_root(hp.root, &err);
+    if (rootfd < 0 || hostpath_remove(rootfd, hp.rel, &rm, &err) < 0) {
+        tool_call_set_summary(call, "delete_from_host: failed '%s'", path);
+        fail_hostpath(call, p, &err);
+        goto out;
+    }
+    r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "path", path);
+    cJSON_AddBoolToObject(r, "deleted", !rm.missing);
+    cJSON_AddNumberToObject(r, "files_removed", (double)rm.files);
+    cJSON_AddNumberToObject(r, "dirs_removed", (double)rm.dirs);
+    tool_call_set_summary(call, "delete_from_host: '%s' %s", path,
+                          rm.missing ? "did not exist" : "deleted");
+    tool_call_done_json(call, r);
+out:
+    if (rootfd >= 0) {
+        close(rootfd);
+    }
+    policy_unref(p);
+}
+
+/* ---- session_get_env ---------------------------------------------------------------- */
+
+static void
+session_get_env(struct tool_call *call)
+{
+    const char *name = tool_call_arg_str(call, "name");
+    struct policy *p = NULL;
+    struct session *s = NULL;
+    const char *value;
+    char msg[512];
+    cJSON *r;
+
+    if (tools_policy(call, &p) < 0) {
+        return;
+    }
+    /* The reference needs an active session but takes no lock: existence only. */
+    if ((s = open_session(call, p, 0)) == NULL) {
+        goto out;
+    }
+    if (!policy_env_allowed(p, name)) {
+        char q[300];
+        pathkey_quote(name, strlen(name), q, sizeof(q));
+        snprintf(msg, sizeof(msg),
+                 "'%s' is not in the server's env_allowlist; ask the operator to add it to "
+                 "env_allowlist in config.toml",
+                 q);
+        tool_call_set_summary(call, "session_get_env: denied '%s'", q);
+        tool_call_done_error(call, ERR_ENV_DENIED, msg, NULL);
+        goto out;
+    }
+    value = getenv(name);
+    r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "name", name);
+    cJSON_AddStringToObject(r, "value", value != NULL ? value : "");
+    cJSON_AddBoolToObject(r, "is_set", value != NULL);
+    tool_call_set_summary(call, "session_get_env: '%s'", name);
+    tool_call_done_json(call, r);
+out:
+    policy_unref(p);
+}
+
+/* ---- session_mount ------------------------------------------------------------------ */
+
+struct mount {
+    struct tool_call *call;
+    const struct policy *p;
+    struct session_mgr *mgr;
+    struct session_edit *ed;
+    const char *host_root; /* the resolved path mounted */
+    uint64_t limit;        /* max_workspace_mb in bytes */
+    uint64_t bytes;        /* file bytes read so far */
+    size_t entries;
+    size_t files;
+    struct skips skipped;
+    cJSON *overlays; /* [{key, host_path}] found, registered after the commit */
+    struct buf data; /* one file's contents */
+    struct session_err e;
+};
+
+static const char *
+special_kind(mode_t m)
+{
+    if (S_ISFIFO(m)) {
+        return "fifo";
+    }
+    if (S_ISSOCK(m)) {
+        return "socket";
+    }
+    if (S_ISCHR(m) || S_ISBLK(m)) {
+        return "device";
+    }
+    return "not a regular file, directory or symlink";
+}
+
+static int
+mount_too_big(struct mount *mt, uint64_t would_be, const char *key)
+{
+    char q[300];
+
+    pathkey_quote(key, strlen(key), q, sizeof(q));
+    session_fail(&mt->e, SESSION_E_SIZE, ERR_TOOBIG,
+                 "workspace size %llu bytes exceeds limit of %llu bytes (reading '%s' passed "
+                 "max_workspace_mb); mount a smaller directory or ask the operator to raise "
+                 "max_workspace_mb",
+                 (unsigned long long)would_be, (unsigned long long)mt->limit, q);
+    mt->e.d1 = (int64_t)would_be;
+    mt->e.d2 = (int64_t)mt->limit;
+    return -1;
+}
+
+/* Stages one entry whose blob is already stored. */
+static int
+mount_stage(struct mount *mt, const char *key, int type, uint64_t size, const uint8_t *hash)
+{
+    struct ws_entry ent;
+
+    if (++mt->entries > MOUNT_ENTRY_MAX) {
+        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
+                            "'%s' holds more than %d entries; mount a smaller directory",
+                            mt->host_root, MOUNT_ENTRY_MAX);
+    }
+    memset(&ent, 0, sizeof(ent));
+    ent.path = (char *)key;
+    ent.type = type;
+    ent.size = size;
+    if (hash != NULL) {
+        memcpy(ent.hash, hash, HASH_LEN);
+    }
+    return session_edit_put(mt->ed, &ent, &mt->e);
+}
+
+/*
+ * Reads the regular file open at fd into a blob, counting bytes against the limit as
+ * they arrive (the file may grow while we read), and stages it at key.
+ */
+static int
+mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
+{
+    const struct ws_blobs *blobs = session_mgr_blobs(mt->mgr);
+    uint8_t hash[HASH_LEN];
+    uint64_t room = mt->limit - mt->bytes;
+
+    /* The stat size first: a 2 GB sparse file fails here, before a byte is read. */
+    if ((uint64_t)sb->st_size > room) {
+        return mount_too_big(mt, mt->bytes + (uint64_t)sb->st_size, key);
+    }
+    buf_reset(&mt->data);
+    for (;;) {
+        ssize_t n;
+        if (buf_grow(&mt->data, READ_CHUNK) < 0) {
+            return session_fail(&mt->e, SESSION_E_OTHER, ERR_NOMEM, "out of memory reading '%s'",
+                                key);
+        }
+        n = read(fd, mt->data.data + mt->data.len, READ_CHUNK);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot read '%s/%s': %s",
+                                mt->host_root, key, strerror(errno));
+        }
+        if (n == 0) {
+            break;
+        }
+        if ((uint64_t)mt->data.len + (uint64_t)n > room) {
+            return mount_too_big(mt, mt->bytes + mt->data.len + (uint64_t)n, key);
+        }
+        mt->data.len += (size_t)n;
+        mt->data.data[mt->data.len] = '\0';
+    }
+    if (blobs->put(blobs->ctx, mt->data.data, mt->data.len, hash, &mt->e.base) < 0) {
+        return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+    }
+    mt->bytes += mt->data.len;
+    mt->files++;
+    return mount_stage(mt, key, (sb->st_mode & 0111) ? WS_EXEC : WS_FILE, mt->data.len, hash);
+}
+
+/* Records the symlink `name` in dirfd as a link (its target, never followed). */
+static int
+mount_link(struct mount *mt, int dirfd, const char *name, const char *key)
+{
+    const struct ws_blobs *blobs = session_mgr_blobs(mt->mgr);
+    char target[PATH_MAX];
+    uint8_t hash[HASH_LEN];
+    ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
+
+    if (n < 0 || (size_t)n >= sizeof(target) || n == 0) {
+        skips_add(&mt->skipped, key, n < 0 ? "unreadable symlink" : "symlink target too long");
+        return 0;
+    }
+    if (blobs->put(blobs->ctx, target, (size_t)n, hash, &mt->e.base) < 0) {
+        return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+    }
+    mt->files++;
+    return mount_stage(mt, key, WS_SYMLINK, (uint64_t)n, hash);
+}
+
+static int
+is_overlay_name(const struct policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->mount_overlay_paths.n; i++) {
+        if (strcmp(p->mount_overlay_paths.v[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Walks the directory open at fd (key prefix `prefix`, "" at the top). Entries are
+ * examined with fstatat(AT_SYMLINK_NOFOLLOW) and opened only when they are regular
+ * files or directories, with O_NOFOLLOW, and checked again by fstat on the open fd:
+ * an entry swapped for a link or a FIFO between the two is skipped, never followed.
+ */
+static int
+mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
+{
+    DIR *d;
+    struct dirent *de;
+    struct buf key;
+    int rc = -1, any = 0;
+
+    if (depth > MOUNT_DEPTH_MAX) {
+        close(fd);
+        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
+                            "'%s/%s' is nested deeper than %d levels; mount a shallower "
+                            "directory",
+                            mt->host_root, prefix, MOUNT_DEPTH_MAX);
+    }
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s",
+                            mt->host_root, prefix, strerror(errno));
+    }
+    buf_init(&key, PATHKEY_MAX + 1);
+    while ((errno = 0, de = readdir(d)) != NULL) {
+        struct stat sb, fsb;
+        const char *name = de->d_name;
+        int cfd;
+
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            continue;
+        }
+        any = 1;
+        buf_reset(&key);
+        if (prefix[0] != '\0') {
+            buf_printf(&key, "%s/", prefix);
+        }
+        buf_puts(&key, name);
+        if (buf_failed(&key) || pathkey_check(key.data, key.len, &mt->e.base) < 0) {
+            skips_add(&mt->skipped, buf_failed(&key) ? name : buf_cstr(&key),
+                      buf_failed(&key) ? "path too long" : "invalid name");
+            continue;
+        }
+        if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT) {
+                continue; /* gone since readdir */
+            }
+            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
+                         key.data, strerror(errno));
+            goto out;
+        }
+        if (S_ISLNK(sb.st_mode)) {
+            if (mount_link(mt, dirfd(d), name, key.data) < 0) {
+                goto out;
+            }
+            continue;
+        }
+        if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+            skips_add(&mt->skipped, key.data, special_kind(sb.st_mode));
+            continue;
+        }
+        if (S_ISDIR(sb.st_mode) && is_overlay_name(mt->p, name)) {
+            char host[HOST_PATH_MAX];
+            cJSON *o = cJSON_CreateObject();
+            if ((size_t)snprintf(host, sizeof(host), "%s/%s", mt->host_root, key.data) >=
+                sizeof(host)) {
+                cJSON_Delete(o);
+                skips_add(&mt->skipped, key.data, "path too long");
+                continue;
+            }
+            cJSON_AddStringToObject(o, "key", key.data);
+            cJSON_AddStringToObject(o, "host_path", host);
+            cJSON_AddItemToArray(mt->overlays, o);
+            continue;
+        }
+        cfd = openat(dirfd(d), name,
+                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                         (S_ISDIR(sb.st_mode) ? O_DIRECTORY : 0));
+        if (cfd < 0) {
+            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) {
+                skips_add(&mt->skipped, key.data, "changed while being read");
+                continue;
+            }
+            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
+                         key.data, strerror(errno));
+            goto out;
+        }
+        if (fstat(cfd, &fsb) < 0 || fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
+            (fsb.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
+            close(cfd);
+            skips_add(&mt->skipped, key.data, "changed while being read");
+            continue;
+        }
+        if (S_ISDIR(fsb.st_mode)) {
+            if (mount_dir(mt, cfd, key.data, depth + 1) < 0) { /* closes cfd */
+                goto out;
+            }
+            continue;
+        }
+        rc = mount_file(mt, cfd, &fsb, key.data);
+        close(cfd);
+        if (rc < 0) {
+            goto out;
+        }
+        rc = -1;
+    }
+    if (errno != 0) {
+        session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
+                     prefix, strerror(errno));
+        goto out;
+    }
+    /* An empty directory below the top is kept as one (checkpoints keep them). */
+    if (!any && prefix[0] != '\0' && mount_stage(mt, prefix, WS_DIR, 0, NULL) < 0) {
+        goto out;
+    }
+    rc = 0;
+out:
+    buf_release(&key);
+    closedir(d);
+    return rc;
+}
+
+/*
+ * Opens the absolute, symlink-free path `abs` by walking from "/" one component at a
+ * time with O_NOFOLLOW, so a link swapped in after the policy check is refused instead
+ * of followed. The last component is examined first: a FIFO or device is never opened.
+ * Returns the fd (a directory or a regular file, per *sb) or -1 with errno set; a
+ * special file gives -1 with errno EINVAL and *sb filled.
+ */
+static int
+open_nofollow(const char *abs, struct stat *sb)
+{
+    char comp[NAME_MAX + 1];
+    const char *p = abs;
+    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0) {
+        return -1;
+    }
+    while (*p == '/') {
+        p++;
+    }
+    if (*p == '\0') {
+        if (fstat(fd, sb) < 0) {
+            close(fd);
+            return -1;
+        }
+        return fd;
+    }
+    for (;;) {
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        int next;
+
+        if (n == 0 || n > NAME_MAX) {
+            close(fd);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        if (end == NULL) {
+            struct stat fsb;
+            if (fstatat(fd, comp, sb, AT_SYMLINK_NOFOLLOW) < 0) {
+                close(fd);
+                return -1;
+            }
+            if (S_ISLNK(sb->st_mode)) {
+                close(fd);
+                errno = ELOOP;
+                return -1;
+            }
+            if (!S_ISREG(sb->st_mode) && !S_ISDIR(sb->st_mode)) {
+                close(fd);
+                errno = EINVAL;
+                return -1;
+            }
+            next = openat(fd, comp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            close(fd);
+            if (next < 0) {
+                return -1;
+            }
+            if (fstat(next, &fsb) < 0 || fsb.st_ino != sb->st_ino || fsb.st_dev != sb->st_dev ||
+                (fsb.st_mode & S_IFMT) != (sb->st_mode & S_IFMT)) {
+                close(next);
+                errno = ELOOP;
+                return -1;
+            }
+            *sb = fsb;
+            return next;
+        }
+        next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(fd);
+        if (next < 0) {
+            return -1;
+        }
+        fd = next;
+        p = end;
+        while (*p == '/') {
+            p++;
+        }
+        if (*p == '\0') {
+            if (fstat(fd, sb) < 0) {
+                close(fd);
+                return -1;
+            }
+            return fd;
+        }
+    }
+}
+
+static void
+session_mount(struct tool_call *call)
+{
+    const char *path = tool_call_arg_str(call, "path");
+    const char *description = tool_call_arg_str(call, "description");
+    struct tools_env *env = tool_call_env(call);
+    struct policy *p = NULL;
+    struct session *s = NULL;
+    struct policy_hostpath hp;
+    struct session_commit_meta meta;
+    struct session_delta delta;
+    struct mount mt;
+    struct stat sb;
+    struct err err;
+    cJSON *r = NULL;
+    int fd = -1;
+
+    memset(&mt, 0, sizeof(mt));
+    buf_init(&mt.data, (size_t)1 << 31);
+    if (tools_policy(call, &p) < 0) {
+        goto out;
+    }
+    if (policy_hostpath_check(p, path, POLICY_DOOR_MOUNT, &hp, &err) < 0) {
+        tool_call_set_summary(call, "session_mount: refused '%s'", path);
+        fail_hostpath(call, p, &err);
+        goto out;
+    }
+    if ((s = open_session(call, p, SESSION_WRITE)) == NULL) {
+        goto out;
+    }
+    fd = open_nofollow(hp.resolved, &sb);
+    if (fd < 0) {
+        char msg[HOST_PATH_MAX + 200];
+        if (errno == ENOENT) {
+            snprintf(msg, sizeof(msg), "path does not exist: %s", path);
+        } else if (errno == EINVAL) {
+            snprintf(msg, sizeof(msg),
+                     "'%s' is a %s; session_mount reads only regular files, directories and "
+                     "symlinks",
+                     path, special_kind(sb.st_mode));
+        } else if (errno == ELOOP || errno == ENOTDIR) {
+            snprintf(msg, sizeof(msg),
+                     "'%s' changed while being opened (a symlink appeared on the way); try "
+                     "again",
+                     path);
+            tool_call_done_error(call, ERR_MOUNT_DENIED, msg, NULL);
+            goto out;
+        } else {
+            snprintf(msg, sizeof(msg), "cannot open '%s': %s", path, strerror(errno));
+            tool_call_done_error(call, TOOL_ERR_INTERNAL, msg, NULL);
+            goto out;
+        }
+        tool_call_done_error(call, ERR_BAD_PATH, msg, NULL);
+        goto out;
+    }
+    mt.call = call;
+    mt.p = p;
+    mt.mgr = env->sessions;
+    mt.host_root = hp.resolved;
+    mt.limit = (uint64_t)p->max_workspace_mb * (uint64_t)MIB;
+    mt.skipped.list = cJSON_CreateArray();
+    mt.overlays = cJSON_CreateArray();
+    if (mt.skipped.list == NULL || mt.overlays == NULL) {
+        tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+        goto out;
+    }
+    if (session_edit_begin(s, &mt.ed, &mt.e) < 0) {
+        tsess_fail(call, &mt.e);
+        goto out;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        /* A directory's contents land at the workspace root (the reference's behaviour). */
+        int dfd = fd;
+        fd = -1;
+        if (mount_dir(&mt, dfd, "", 0) < 0) { /* closes dfd */
+            tsess_fail(call, &mt.e);
+            goto out;
+        }
+    } else {
+        const char *base = strrchr(hp.resolved, '/');
+        base = base != NULL ? base + 1 : hp.resolved;
+        if (pathkey_check(base, strlen(base), &mt.e.base) < 0) {
+            session_fail_err(&mt.e, SESSION_E_BAD_PATH, &mt.e.base);
+            tsess_fail(call, &mt.e);
+            goto out;
+        }
+        if (mount_file(&mt, fd, &sb, base) < 0) {
+            tsess_fail(call, &mt.e);
+            goto out;
+        }
+    }
+    memset(&meta, 0, sizeof(meta));
+    meta.tool = "session_mount";
+    meta.command = path;
+    meta.description = description;
+    memset(&delta, 0, sizeof(delta));
+    {
+        struct session_edit *ed = mt.ed;
+        mt.ed = NULL; /* commit frees it whatever the outcome */
+        if (session_edit_commit(ed, &meta, NULL, &delta, &mt.e) < 0) {
+            tsess_fail(call, &mt.e);
+            goto out;
+        }
+    }
+    tool_call_set_checkpoint(call, delta.checkpoint_id);
+    /* Overlays are session-wide and never checkpointed: register them, do not copy. */
+    for (int i = 0; i < cJSON_GetArraySize(mt.overlays); i++) {
+        const cJSON *o = cJSON_GetArrayItem(mt.overlays, i);
+        const char *k = cJSON_GetObjectItemCaseSensitive(o, "key")->valuestring;
+        const char *h = cJSON_GetObjectItemCaseSensitive(o, "host_path")->valuestring;
+        if (store_overlay_set(env->store, session_id(s), k, h, &err) < 0) {
+            log_warn("cannot register overlay '%s' -> '%s': %s", k, h, err.msg);
+        }
+    }
+    r = tsess_state(s, &delta, &mt.e);
+    if (r == NULL) {
+        tsess_fail(call, &mt.e);
+        goto out;
+    }
+    cJSON_AddStringToObject(r, "mounted_from", hp.resolved);
+    cJSON_AddNumberToObject(r, "files_mounted", (double)mt.files);
+    cJSON_AddNumberToObject(r, "bytes_mounted", (double)mt.bytes);
+    cJSON_AddItemToObject(r, "skipped", mt.skipped.list);
+    cJSON_AddNumberToObject(r, "skipped_total", (double)mt.skipped.total);
+    cJSON_AddItemToObject(r, "overlays", mt.overlays);
+    mt.skipped.list = NULL;
+    mt.overlays = NULL;
+    tool_call_set_summary(call, "session_mount: '%s' (%zu files, %zu skipped)", hp.resolved,
+                          mt.files, mt.skipped.total);
+    tool_call_done_json(call, r);
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    session_edit_abort(mt.ed);
+    if (s != NULL) {
+        session_leave(s, SESSION_WRITE);
+    }
+    cJSON_Delete(mt.skipped.list);
+    cJSON_Delete(mt.overlays);
+    buf_release(&mt.data);
+    policy_unref(p);
+}
+
+/* ---- session_export ------------------------------------------------------------------ */
+
+/*
+ * 1 if the symlink at `key` with `target` resolves (lexically) inside the exported
+ * tree: a relative target whose ".." never climbs above the tree's root. An absolute
+ * target is outside by definition: the host's "/" is not the workspace's.
+ */
+static int
+link_stays_inside(const char *key, const char *target, size_t tlen)
+{
+    long depth = 0;
+    const char *p;
+
+    if (tlen == 0 || target[0] == '/' || memchr(target, '\0', tlen) != NULL) {
+        return 0;
+    }
+    for (p = key; *p != '\0'; p++) {
+        if (*p == '/') {
+            depth++; /* the link lives in a directory this deep */
+        }
+    }
+    p = target;
+    while (p < target + tlen) {
+        const char *end = memchr(p, '/', (size_t)(target + tlen - p));
+        size_t n = end ? (size_t)(end - p) : (size_t)(target + tlen - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) {
+                return 0;
+            }
+        } else if (!(n == 0 || (n == 1 && p[0] == '.'))) {
+            depth++;
+        }
+        p += n + (end != NULL);
+    }
+    return 1;
+}
+
+static void
+session_export(struct tool_call *call)
+{
+    const char *output_dir = tool_call_arg_str(call, "output_dir");
+    const char *description = tool_call_arg_str(call, "description");
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(tool_call_args(call), "keys");
+    struct tools_env *env = tool_call_env(call);
+    struct policy *p = NULL;
+    struct session *s = NULL;
+    struct policy_hostpath hp;
+    const struct ws_manifest *m;
+    const struct ws_entry **todo = NULL;
+    size_t ntodo = 0;
+    struct skips skipped = {NULL, 0};
+    struct session_err e;
+    struct buf data;
+    struct err err;
+    cJSON *written = NULL, *r;
+    int rootfd = -1, outfd = -1;
+
+    buf_init(&data, (size_t)1 << 31);
+    if (tools_policy(call, &p) < 0) {
+        goto out;
+    }
+    if (policy_hostpath_check(p, output_dir, POLICY_DOOR_EXPORT, &hp, &err) < 0) {
+        tool_call_set_summary(call, "session_export: refused '%s'", output_dir);
+        fail_hostpath(call, p, &err);
+        goto out;
+    }
+    if ((s = open_session(call, p, SESSION_READ)) == NULL) {
+        goto out;
+    }
+    m = session_manifest(s);
+    /* Check every key before writing anything, so a bad key writes nothing. */
+    if (cJSON_IsArray(keys)) {
+        todo = mem_calloc((size_t)cJSON_GetArraySize(keys) + 1, sizeof(*todo));
+        if (todo == NULL) {
+            tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+            goto out;
+        }
+        for (int i = 0; i < cJSON_GetArraySize(keys); i++) {
+            const cJSON *k = cJSON_GetArrayItem(keys, i);
+            const struct ws_entry *ent;
+            if (session_lookup(m, k->valuestring, NULL, &ent, &e) < 0) {
+                tsess_fail(call, &e);
+                goto out;
+            }
+            todo[ntodo++] = ent;
+        }
+    } else {
+        size_t n = ws_manifest_count(m);
+        todo = mem_calloc(n + 1, sizeof(*todo));
+        if (todo == NULL) {
+            tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            todo[ntodo++] = ws_manifest_at(m, i);
+        }
+    }
+    rootfd = hostpath_open_root(hp.root, &err);
+    if (rootfd < 0 || (outfd = hostpath_open_dir(rootfd, hp.rel, 1, 0755, &err)) < 0) {
+        tool_call_set_summary(call, "session_export: cannot open '%s'", output_dir);
+        fail_hostpath(call, p, &err);
+        goto out;
+    }
+    written = cJSON_CreateArray();
+    skipped.list = cJSON_CreateArray();
+    for (size_t i = 0; i < ntodo; i++) {
+        const struct ws_entry *ent = todo[i];
+        char abs[HOST_PATH_MAX * 2];
+        int rc;
+
+        buf_reset(&data);
+        if (ent->type == WS_DIR) {
+            rc = hostpath_mkdirs(outfd, ent->path, 0755, &err);
+        } else {
+            if (session_read_entry(env->sessions, ent, &data, &e) < 0) {
+                tsess_fail(call, &e);
+                goto out;
+            }
+            if (ent->type == WS_SYMLINK) {
+                if (!link_stays_inside(ent->path, data.data, data.len)) {
+                    skips_add(&skipped, ent->path, "symlink target leaves the exported tree");
+                    continue;
+                }
+                rc = hostpath_symlink(outfd, ent->path, buf_cstr(&data), &err);
+            } else {
+                rc = hostpath_write_file(outfd, ent->path, data.data, data.len,
+                                         ent->type == WS_EXEC ? 0755 : 0644, &err);
+            }
+        }
+        if (rc < 0) {
+            if (err.code == ERR_DENIED) {
+                /* A link or a file in the way on the host: nothing was written there. */
+                skips_add(&skipped, ent->path,
+                          "a symlink or non-directory is in the way on the host");
+                continue;
+            }
+            tool_call_set_summary(call, "session_export: failed at '%s'", ent->path);
+            tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
+            goto out;
+        }
+        snprintf(abs, sizeof(abs), "%s/%s", hp.resolved, ent->path);
+        cJSON_AddItemToArray(written, cJSON_CreateString(abs));
+    }
+    {
+        struct session_err se;
+        if (session_step(s, -1, "session_export", description, &se) < 0) {
+            log_warn("cannot record the session_export step: %s", se.base.msg);
+        }
+    }
+    r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "output_dir", output_dir);
+    cJSON_AddStringToObject(r, "resolved_output_dir", hp.resolved);
+    cJSON_AddNumberToObject(r, "written_count", cJSON_GetArraySize(written));
+    cJSON_AddItemToObject(r, "exported_files", written);
+    cJSON_AddItemToObject(r, "skipped", skipped.list);
+    cJSON_AddNumberToObject(r, "skipped_total", (double)skipped.total);
+    written = NULL;
+    tool_call_set_summary(call, "session_export: %zu entries to '%s' (%zu skipped)",
+                          ntodo - skipped.total, hp.resolved, skipped.total);
+    skipped.list = NULL;
+    tool_call_done_json(call, r);
+out:
+    if (outfd >= 0) {
+        close(outfd);
+    }
+    if (rootfd >= 0) {
+        close(rootfd);
+    }
+    if (s != NULL) {
+        session_leave(s, SESSION_READ);
+    }
+    cJSON_Delete(written);
+    cJSON_Delete(skipped.list);
+    mem_free(todo);
+    buf_release(&data);
+    policy_unref(p);
+}
+
+/* ---- registry ------------------------------------------------------------------------- */
+
+#define SCHEMA_HEAD                                                                                \
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+#define DESCRIPTION_PROP "\"description\":{\"type\":\"string\",\"maxLength\":4096}"
+
+const struct tool_def tools_host_defs[] = {
+    {
+        .name = "session_mount",
+        .title = "Copy host files in",
+        .description =
+            "Copy a host file or directory (absolute path, inside mount_allowlist) into the "
+            "workspace as a new checkpoint. A file lands as its basename; a directory's "
+            "CONTENTS land at the workspace root (not under the directory's name). Symlinks "
+            "are kept as links, FIFOs/devices skipped and listed; overlay dirs "
+            "(node_modules, .venv, ...) are linked read-only, not copied.",
+        .input_schema = SCHEMA_HEAD "\"properties\":{"
+                                    "\"path\":{\"type\":\"string\",\"minLength\":1,"
+                                    "\"maxLength\":4096}," DESCRIPTION_PROP "," TSESS_ID_PROP "},"
+                                    "\"required\":[\"path\",\"description\"],"
+                                    "\"additionalProperties\":false}",
+        .annotations = {.read_only = 0, .destructive = 0, .idempotent = 0, .open_world = 0},
+        .handler = session_mount,
+    },
+    {
+        .name = "session_export",
+        .title = "Write workspace files to the host",
+        .description =
+            "Write workspace files (all, or `keys`) under output_dir on the host (inside "
+            "mount_allowlist; refused when it is empty). Keeps modes; writes each file "
+            "atomically; never deletes. Symlinks leaving the tree and anything a host "
+            "symlink would redirect are skipped and listed.",
+        .input_schema =
+            SCHEMA_HEAD "\"properties\":{"
+                        "\"output_dir\":{\"type\":\"string\",\"minLength\":1,"
+                        "\"maxLength\":4096},"
+                        "\"keys\":{\"type\":\"array\",\"maxItems\":100000,"
+                        "\"items\":{\"type\":\"string\",\"maxLength\":4096}}," DESCRIPTION_PROP
+                        "," TSESS_ID_PROP "},"
+                        "\"required\":[\"output_dir\",\"description\"],"
+                        "\"additionalProperties\":false}",
+        .annotations = {.read_only = 0, .destructive = 0, .idempotent = 0, .open_world = 0},
+        .handler = session_export,
+    },
+    {
+        .name = "delete_from_host",
+        .title = "Delete a host path",
+        .description = "Delete a host file or directory (recursively) inside mount_allowlist; "
+                       "the only host deletion. Never an allowlist entry itself; links are "
+                       "removed as links. A missing path returns deleted: false.",
+        .input_schema = SCHEMA_HEAD "\"properties\":{"
+                                    "\"path\":{\"type\":\"string\",\"minLength\":1,"
+                                    "\"maxLength\":4096}},"
+                                    "\"required\":[\"path\"],\"additionalProperties\":false}",
+        .annotations = {.read_only = 0, .destructive = 1, .idempotent = 1, .open_world = 0},
+        .handler = delete_from_host,
+    },
+    {
+        .name = "session_get_env",
+        .title = "Read an allowed host variable",
+        .description = "Read a host environment variable named in env_allowlist (exact name). "
+                       "Unset gives \"\" with is_set false.",
+        .input_schema = SCHEMA_HEAD "\"properties\":{"
+                                    "\"name\":{\"type\":\"string\",\"minLength\":1,"
+                                    "\"maxLength\":256}," TSESS_ID_PROP "},"
+                                    "\"required\":[\"name\"],\"additionalProperties\":false}",
+        .annotations = {.read_only = 1, .destructive = 0, .idempotent = 1, .open_world = 0},
+        .handler = session_get_env,
+    },
+};
+
+const size_t tools_host_count = sizeof(tools_host_defs) / sizeof(tools_host_defs[0]);

@@ -1,0 +1,84 @@
+// bash_bench.mjs - what session_bash costs over raw bwrap (see bash_bench.sh).
+//
+// One drun-mcp (-vv, so it logs where each call's time goes), two sessions: 100 files and
+// 10,000 files. N rounds, each one interleaving: session_bash `echo hi` on the small
+// session, raw bwrap with the same mounts on its workspace directory, the same for the
+// large session. Prints per-call p50s, the ratios (targets: <= 1.25 at 100 files, <= 2 at
+// 10,000) and the p50 of each phase: sync (workspace to head), spawn (argv, seccomp, fork),
+// run (bwrap + command + pid-1 wait), commit (rescan, blobs, checkpoint transaction, state)
+// and json (encode and write the response). Ratios only; nothing asserts on speed.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RawServer, BUILD } from '../../tests/client/lib.mjs';
+
+const N = Math.max(3, Number(process.argv[2] || 30));
+const tmp = mkdtempSync(join(tmpdir(), 'drun-bash-bench-'));
+mkdirSync(join(tmp, 'xdg'), { mode: 0o700 });
+const srv = new RawServer(join(BUILD, 'drun-mcp'), ['--db', join(tmp, 'b.db'), '-vv'], { XDG_RUNTIME_DIR: join(tmp, 'xdg') });
+let id = 0;
+async function tool(name, args) {
+  const r = await srv.request({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { name, arguments: args } });
+  if (!r.result || r.result.isError) throw new Error(`${name}: ${JSON.stringify(r).slice(0, 300)}`);
+  return JSON.parse(r.result.content[0].text);
+}
+const bash = (sid, command) => tool('session_bash', { command, description: 'bench', session_id: sid });
+
+await srv.initialize();
+const small = (await tool('create_session', {})).session_id;
+const large = (await tool('create_session', {})).session_id;
+await bash(small, 'for i in $(seq 100); do echo "file $i" > f$i.txt; done');
+await bash(large, 'for d in $(seq 100); do mkdir d$d; for i in $(seq 100); do echo "file $d $i" > d$d/f$i.txt; done; done');
+const st = await bash(large, 'true');
+if (st.workspace_file_count !== 10000) throw new Error(`large session has ${st.workspace_file_count} files`);
+
+const wsDir = (sid) => join(tmp, 'xdg', 'drun', `ws-${sid}`);
+const rawArgv = (sid) => execFileSync(join(BUILD, 'bash_bench_argv'), [wsDir(sid)], { encoding: 'utf8' }).split('\n').filter((l) => l !== '');
+const raw = { [small]: rawArgv(small), [large]: rawArgv(large) };
+
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+const times = { s: [], rs: [], l: [], rl: [] };
+async function timeBash(sid, into) {
+  const t = now();
+  const r = await bash(sid, 'echo hi');
+  into.push(now() - t);
+  if (r.stdout_tail !== 'hi\n') throw new Error('wrong output');
+}
+function timeRaw(sid, into) {
+  const [bin, ...args] = raw[sid];
+  const t = now();
+  const r = spawnSync(bin, args, { encoding: 'utf8' });
+  into.push(now() - t);
+  if (r.stdout !== 'hi\n') throw new Error(`raw bwrap: ${r.stderr}`);
+}
+const logStart = 0; /* lines are tagged by session; the setup calls are a few extra samples */
+for (let i = 0; i < N; i++) {
+  await timeBash(small, times.s);
+  timeRaw(small, times.rs);
+  await timeBash(large, times.l);
+  timeRaw(large, times.rl);
+}
+const p50 = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+// Phase timings from the -vv log: alternate small, large.
+const phases = { small: [], large: [] };
+const re = /session_bash timing: ([0-9a-f]+) sync (\d+) spawn (\d+) run (\d+) commit (\d+) json (\d+) us/g;
+let m;
+while ((m = re.exec(srv.stderr.slice(logStart))) !== null) {
+  if (m[1] === small || m[1] === large) (m[1] === small ? phases.small : phases.large).push(m.slice(2, 7).map(Number));
+}
+function phaseLine(rows) {
+  if (rows.length === 0) return '(no -vv timing lines)';
+  const names = ['sync', 'spawn', 'run', 'commit', 'json'];
+  return names.map((n, i) => `${n} ${(p50(rows.map((r) => r[i])) / 1000).toFixed(2)}`).join(', ') + ' ms';
+}
+const f = (x) => x.toFixed(2);
+console.log(`bash_bench: ${N} interleaved rounds, per-call p50 in ms`);
+console.log(`  100 files:    session_bash ${f(p50(times.s))}  raw bwrap ${f(p50(times.rs))}  ratio ${f(p50(times.s) / p50(times.rs))} (target <= 1.25)`);
+console.log(`  10,000 files: session_bash ${f(p50(times.l))}  raw bwrap ${f(p50(times.rl))}  ratio ${f(p50(times.l) / p50(times.rl))} (target <= 2)`);
+console.log(`  where the time goes, 100 files:    ${phaseLine(phases.small)}`);
+console.log(`  where the time goes, 10,000 files: ${phaseLine(phases.large)}`);
+console.log('  (the rest of session_bash is the JSON-RPC round trip through the pipe)');
+srv.endInput();
+await srv.exit();
+rmSync(tmp, { recursive: true, force: true });
