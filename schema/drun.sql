@@ -1,5 +1,5 @@
 -- drun.sql: the full current schema of a drun database, as the migrations in
--- migrations/ leave it (schema version 1). Read this file to learn the tables; change
+-- migrations/ leave it (schema version 2). Read this file to learn the tables; change
 -- the schema only by adding a migration, then update this file to match (a test in
 -- tests/unit/test_store.c compares the two).
 -- The file also carries PRAGMA application_id = 0x6472756e ('drun') and PRAGMA
@@ -119,6 +119,7 @@ CREATE TABLE session_overlays (
 ) WITHOUT ROWID;
 
 -- Snapshots: named, immutable copies of a session's rows, pointing at the same blobs.
+-- (description was added by migration 0002, which is why it sits after the paren.)
 CREATE TABLE snapshots (
     id                INTEGER PRIMARY KEY,
     name              TEXT NOT NULL UNIQUE,
@@ -130,7 +131,7 @@ CREATE TABLE snapshots (
     head              INTEGER NOT NULL,
     session_created_ms INTEGER NOT NULL,
     client            TEXT
-);
+, description TEXT);
 
 CREATE TABLE snapshot_checkpoints (
     snapshot_id   INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
@@ -182,6 +183,24 @@ CREATE TABLE snapshot_steps (
     PRIMARY KEY (snapshot_id, checkpoint_id, seq),
     FOREIGN KEY (snapshot_id, checkpoint_id) REFERENCES snapshot_checkpoints (snapshot_id, id)
         ON DELETE CASCADE
+) WITHOUT ROWID;
+
+-- session_chat rows of the snapshotted session, in order.
+CREATE TABLE snapshot_chat (
+    snapshot_id INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    time_ms     INTEGER NOT NULL,
+    prompt      TEXT NOT NULL,
+    response    TEXT NOT NULL,
+    PRIMARY KEY (snapshot_id, seq)
+) WITHOUT ROWID;
+
+-- session_overlays rows of the snapshotted session.
+CREATE TABLE snapshot_overlays (
+    snapshot_id INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+    key         TEXT NOT NULL,
+    host_path   TEXT NOT NULL,
+    PRIMARY KEY (snapshot_id, key)
 ) WITHOUT ROWID;
 
 -- The audit log: one row per tool call or security event, hash-chained. hash is the
@@ -253,3 +272,14 @@ SELECT s.id, s.label,
        (SELECT count(*) FROM checkpoints c WHERE c.session_id = s.id AND c.status <> 0)
            AS hidden_checkpoints
   FROM sessions s;
+
+-- Snapshots with readable times and their sizes.
+CREATE VIEW snapshot_summary AS
+SELECT p.id, p.name, p.description, p.source_session_id AS session_id, p.label,
+       strftime('%Y-%m-%dT%H:%M:%fZ', p.created_ms / 1000.0, 'unixepoch') AS created,
+       p.head, p.client,
+       (SELECT count(*) FROM snapshot_checkpoints c WHERE c.snapshot_id = p.id AND c.status = 0)
+           AS checkpoints,
+       (SELECT c.logical_bytes FROM snapshot_checkpoints c
+         WHERE c.snapshot_id = p.id AND c.id = p.head) AS head_bytes
+  FROM snapshots p;

@@ -15,11 +15,14 @@
  */
 #include <cJSON.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "cmd/drun_admin.h"
 #include "store/store.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -27,34 +30,40 @@
 #include "util/timeutil.h"
 #include "workspace/workspace.h"
 
-#define EXIT_FAIL    1
-#define EXIT_USAGE   2
 #define TAIL_DEFAULT 20
-
-struct admin {
-    const char *db;
-    int json;
-};
 
 static const char USAGE[] =
     "usage: drun-admin [--db PATH] [--json] COMMAND\n"
     "\n"
     "commands:\n"
-    "  db stats                 sizes and row counts\n"
-    "  db check                 integrity and reference check (exit 1 if damaged)\n"
-    "  db migrate               create the file or bring its schema up to date\n"
-    "  audit tail [-n N]        the newest N audit rows (default 20)\n"
-    "  audit verify             check the audit hash chain (exit 1 if broken)\n"
+    "  sessions list [--all]     open sessions (--all: closed ones too)\n"
+    "  sessions show ID          one session and its checkpoints\n"
+    "  sessions close ID         close a session (refused while a live drun-mcp holds it)\n"
+    "  snapshot list             snapshots in the database\n"
+    "  snapshot show NAME        one snapshot and its checkpoints\n"
+    "  snapshot create ID [--name N] [--description D]\n"
+    "                            snapshot session ID\n"
+    "  snapshot restore NAME [--checkpoint N] [--to-dir DIR]\n"
+    "                            a new session (or the files, into a new empty DIR)\n"
+    "  snapshot export NAME -o FILE\n"
+    "                            write a standalone snapshot file (SQLite)\n"
+    "  snapshot import FILE [--name N]\n"
+    "                            read a snapshot file or an original drun .drun file\n"
+    "  snapshot delete NAME      delete a snapshot (gc frees its blobs)\n"
+    "  audit tail [-n N] [--session ID] [--tool T] [--errors] [-f]\n"
+    "                            the newest N audit rows (default 20)\n"
+    "  audit show ID             one audit row, arguments included\n"
+    "  audit verify              check the audit hash chain (exit 1 if broken)\n"
     "  gc [--dry-run] [--hidden-older-than DAYS] [--closed-older-than DAYS]\n"
-    "                           delete unreferenced blobs (and old hidden history)\n"
+    "                            delete unreferenced blobs (and old hidden history)\n"
+    "  db stats|check|migrate|vacuum\n"
+    "                            sizes; integrity check; schema upgrade; compact the file\n"
     "\n"
     "The database is --db PATH, else $DRUN_DB. --json prints JSON for scripts.\n"
-    "Exit codes: 0 ok, 1 failure, 2 usage.\n";
+    "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage.\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
+int
+admin_usage_error(const char *fmt, ...)
 {
     va_list ap;
 
@@ -66,21 +75,21 @@ usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-static int
-fail(const struct err *err)
+int
+admin_fail(const struct err *err)
 {
     fprintf(stderr, "drun-admin: error: %s\n", err->msg);
     return EXIT_FAIL;
 }
 
-static int
-is_help(const char *a)
+int
+admin_is_help(const char *a)
 {
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
-static int
-print_json(cJSON *obj)
+int
+admin_print_json(cJSON *obj)
 {
     char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
 
@@ -95,8 +104,8 @@ print_json(cJSON *obj)
 }
 
 /* Parses a non-negative integer argument; -1 if it is not one. */
-static long long
-parse_count(const char *s, long long max)
+long long
+admin_parse_count(const char *s, long long max)
 {
     char *end = NULL;
     long long v;
@@ -109,8 +118,8 @@ parse_count(const char *s, long long max)
     return v;
 }
 
-static int
-open_db(const struct admin *a, int writable, struct store **st)
+int
+admin_open_db(const struct admin *a, int writable, struct store **st)
 {
     struct store_opts opts = {0};
     struct err err;
@@ -118,7 +127,7 @@ open_db(const struct admin *a, int writable, struct store **st)
     opts.read_only = !writable;
     opts.no_migrate = 1;
     if (store_open(a->db, &opts, st, &err) < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     return 0;
 }
@@ -129,7 +138,7 @@ cmd_db_stats(const struct admin *a)
     struct store *st = NULL;
     struct store_stats s;
     struct err err;
-    int rc = open_db(a, 0, &st);
+    int rc = admin_open_db(a, 0, &st);
 
     if (rc != 0) {
         return rc;
@@ -137,7 +146,7 @@ cmd_db_stats(const struct admin *a)
     rc = store_stats(st, &s, &err);
     store_close(st);
     if (rc < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
@@ -153,7 +162,7 @@ cmd_db_stats(const struct admin *a)
         cJSON_AddNumberToObject(o, "blob_bytes_stored", (double)s.blob_bytes_stored);
         cJSON_AddNumberToObject(o, "audit_rows", (double)s.audit_rows);
         cJSON_AddNumberToObject(o, "snapshots", (double)s.snapshots);
-        return print_json(o);
+        return admin_print_json(o);
     }
     printf("%-20s %s\n", "database", a->db);
     printf("%-20s %d\n", "schema version", s.schema_version);
@@ -175,7 +184,7 @@ cmd_db_check(const struct admin *a)
 {
     struct store *st = NULL;
     struct err err;
-    int ok = 0, rc = open_db(a, 0, &st);
+    int ok = 0, rc = admin_open_db(a, 0, &st);
 
     if (rc != 0) {
         return rc;
@@ -183,7 +192,7 @@ cmd_db_check(const struct admin *a)
     rc = store_check(st, &ok, &err);
     store_close(st);
     if (rc < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
@@ -191,11 +200,11 @@ cmd_db_check(const struct admin *a)
         if (!ok) {
             cJSON_AddStringToObject(o, "error", err.msg);
         }
-        rc = print_json(o);
+        rc = admin_print_json(o);
         return rc ? rc : (ok ? 0 : EXIT_FAIL);
     }
     if (!ok) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     printf("database '%s' is ok\n", a->db);
     return 0;
@@ -209,7 +218,7 @@ cmd_db_migrate(const struct admin *a)
     int from, to;
 
     if (store_open(a->db, NULL, &st, &err) < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     from = store_version_at_open(st);
     to = store_schema_version();
@@ -219,7 +228,7 @@ cmd_db_migrate(const struct admin *a)
         cJSON_AddStringToObject(o, "db", a->db);
         cJSON_AddNumberToObject(o, "from_version", from);
         cJSON_AddNumberToObject(o, "to_version", to);
-        return print_json(o);
+        return admin_print_json(o);
     }
     if (from == to) {
         printf("database '%s' is already at schema version %d\n", a->db, to);
@@ -229,70 +238,198 @@ cmd_db_migrate(const struct admin *a)
     return 0;
 }
 
+static cJSON *
+audit_json(const struct store_audit_entry *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    char iso[32], hex[HASH_HEX_LEN + 1];
+
+    time_format_iso(e->time_ms, iso, sizeof(iso));
+    hex_encode(e->hash, HASH_LEN, hex);
+    cJSON_AddNumberToObject(o, "id", (double)e->id);
+    cJSON_AddStringToObject(o, "time", iso);
+    cJSON_AddNumberToObject(o, "pid", (double)e->pid);
+    cJSON_AddStringToObject(o, "kind", e->kind ? e->kind : "");
+    if (e->client_name) {
+        cJSON_AddStringToObject(o, "client_name", e->client_name);
+    }
+    if (e->client_version) {
+        cJSON_AddStringToObject(o, "client_version", e->client_version);
+    }
+    if (e->session_id) {
+        cJSON_AddStringToObject(o, "session_id", e->session_id);
+    }
+    cJSON_AddStringToObject(o, "tool", e->tool ? e->tool : "");
+    cJSON_AddStringToObject(o, "summary", e->summary ? e->summary : "");
+    cJSON_AddStringToObject(o, "outcome", e->outcome ? e->outcome : "");
+    if (e->error_code) {
+        cJSON_AddStringToObject(o, "error_code", e->error_code);
+    }
+    cJSON_AddNumberToObject(o, "duration_ms", (double)e->duration_ms);
+    if (e->checkpoint_id >= 0) {
+        cJSON_AddNumberToObject(o, "checkpoint_id", (double)e->checkpoint_id);
+    }
+    if (e->args) {
+        cJSON_AddStringToObject(o, "args", e->args);
+    }
+    cJSON_AddStringToObject(o, "hash", hex);
+    return o;
+}
+
+static void
+audit_line(const struct store_audit_entry *e)
+{
+    char iso[32];
+
+    time_format_iso(e->time_ms, iso, sizeof(iso));
+    printf("%-6lld %-24s %-9s %-10s %-24s %s%s%s\n", (long long)e->id, iso,
+           e->outcome ? e->outcome : "", e->session_id ? e->session_id : "-",
+           e->tool ? e->tool : "", e->error_code ? e->error_code : "", e->error_code ? ": " : "",
+           e->summary ? e->summary : "");
+}
+
+/* Prints rows; in follow mode (or with --json and follow) one JSON object per line. */
+static void
+audit_print(const struct admin *a, const struct store_audit_entry *e, size_t count, int lines)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (a->json && lines) {
+            admin_print_json(audit_json(&e[i]));
+        } else if (!a->json) {
+            audit_line(&e[i]);
+        }
+    }
+    fflush(stdout);
+}
+
+static volatile sig_atomic_t stop_follow;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stop_follow = 1;
+}
+
 static int
-cmd_audit_tail(const struct admin *a, long long n)
+cmd_audit_tail(const struct admin *a, struct store_audit_filter *f, int follow)
 {
     struct store *st = NULL;
     struct store_audit_entry *e = NULL;
     size_t count = 0;
     struct err err;
-    int rc = open_db(a, 0, &st);
+    int rc = admin_open_db(a, 0, &st);
 
     if (rc != 0) {
         return rc;
     }
-    rc = store_audit_tail(st, n, &e, &count, &err);
-    store_close(st);
+    rc = store_audit_query(st, f, &e, &count, &err);
     if (rc < 0) {
-        return fail(&err);
+        store_close(st);
+        return admin_fail(&err);
     }
-    if (a->json) {
+    if (a->json && !follow) {
         cJSON *arr = cJSON_CreateArray();
         for (size_t i = 0; i < count; i++) {
-            cJSON *o = cJSON_CreateObject();
-            char iso[32], hex[HASH_HEX_LEN + 1];
-            time_format_iso(e[i].time_ms, iso, sizeof(iso));
-            hex_encode(e[i].hash, HASH_LEN, hex);
-            cJSON_AddNumberToObject(o, "id", (double)e[i].id);
-            cJSON_AddStringToObject(o, "time", iso);
-            cJSON_AddNumberToObject(o, "pid", (double)e[i].pid);
-            cJSON_AddStringToObject(o, "kind", e[i].kind ? e[i].kind : "");
-            if (e[i].client_name) {
-                cJSON_AddStringToObject(o, "client_name", e[i].client_name);
-            }
-            if (e[i].session_id) {
-                cJSON_AddStringToObject(o, "session_id", e[i].session_id);
-            }
-            cJSON_AddStringToObject(o, "tool", e[i].tool ? e[i].tool : "");
-            cJSON_AddStringToObject(o, "summary", e[i].summary ? e[i].summary : "");
-            cJSON_AddStringToObject(o, "outcome", e[i].outcome ? e[i].outcome : "");
-            if (e[i].error_code) {
-                cJSON_AddStringToObject(o, "error_code", e[i].error_code);
-            }
-            cJSON_AddNumberToObject(o, "duration_ms", (double)e[i].duration_ms);
-            if (e[i].checkpoint_id >= 0) {
-                cJSON_AddNumberToObject(o, "checkpoint_id", (double)e[i].checkpoint_id);
-            }
-            if (e[i].args) {
-                cJSON_AddStringToObject(o, "args", e[i].args);
-            }
-            cJSON_AddStringToObject(o, "hash", hex);
-            cJSON_AddItemToArray(arr, o);
+            cJSON_AddItemToArray(arr, audit_json(&e[i]));
         }
         store_audit_entry_list_free(e, count);
-        return print_json(arr);
+        store_close(st);
+        return admin_print_json(arr);
     }
-    printf("%-6s %-24s %-9s %-10s %-24s %s\n", "ID", "TIME", "OUTCOME", "SESSION", "TOOL",
-           "SUMMARY");
-    for (size_t i = 0; i < count; i++) {
-        char iso[32];
-        time_format_iso(e[i].time_ms, iso, sizeof(iso));
-        printf("%-6lld %-24s %-9s %-10s %-24s %s\n", (long long)e[i].id, iso,
-               e[i].outcome ? e[i].outcome : "", e[i].session_id ? e[i].session_id : "-",
-               e[i].tool ? e[i].tool : "", e[i].summary ? e[i].summary : "");
+    if (!a->json) {
+        printf("%-6s %-24s %-9s %-10s %-24s %s\n", "ID", "TIME", "OUTCOME", "SESSION", "TOOL",
+               "SUMMARY");
+    }
+    audit_print(a, e, count, 1);
+    if (count > 0) {
+        f->after_id = e[count - 1].id;
     }
     store_audit_entry_list_free(e, count);
+    /* -f: poll for newer rows (a read never blocks drun-mcp writers in WAL mode) until
+     * interrupted. A busy moment is reported and retried, never fatal. */
+    if (follow) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        f->limit = STORE_AUDIT_TAIL_MAX;
+        while (!stop_follow) {
+            struct timespec ts = {0, 500 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            if (store_audit_query(st, f, &e, &count, &err) < 0) {
+                if (err.code != ERR_BUSY) {
+                    store_close(st);
+                    return admin_fail(&err);
+                }
+                fprintf(stderr, "drun-admin: %s\n", err.msg);
+                continue;
+            }
+            audit_print(a, e, count, 1);
+            if (count > 0) {
+                f->after_id = e[count - 1].id;
+            }
+            store_audit_entry_list_free(e, count);
+        }
+    }
+    store_close(st);
     return 0;
+}
+
+static int
+cmd_audit_show(const struct admin *a, long long id)
+{
+    struct store *st = NULL;
+    struct store_audit_entry *e = NULL;
+    struct store_audit_filter f = {1, NULL, NULL, 0, 0, id};
+    size_t count = 0;
+    struct err err;
+    int rc = admin_open_db(a, 0, &st);
+
+    if (rc != 0) {
+        return rc;
+    }
+    rc = store_audit_query(st, &f, &e, &count, &err);
+    store_close(st);
+    if (rc < 0) {
+        return admin_fail(&err);
+    }
+    if (count == 0) {
+        fprintf(stderr,
+                "drun-admin: error: audit row %lld does not exist; 'drun-admin audit tail' "
+                "lists the newest\n",
+                id);
+        return EXIT_FAIL;
+    }
+    if (a->json) {
+        rc = admin_print_json(audit_json(&e[0]));
+    } else {
+        char iso[32], hex[HASH_HEX_LEN + 1];
+        time_format_iso(e[0].time_ms, iso, sizeof(iso));
+        hex_encode(e[0].hash, HASH_LEN, hex);
+        printf("%-15s %lld\n", "id", (long long)e[0].id);
+        printf("%-15s %s\n", "time", iso);
+        printf("%-15s %s\n", "kind", e[0].kind ? e[0].kind : "");
+        printf("%-15s %lld\n", "pid", (long long)e[0].pid);
+        printf("%-15s %s %s\n", "client", e[0].client_name ? e[0].client_name : "-",
+               e[0].client_version ? e[0].client_version : "");
+        printf("%-15s %s\n", "session", e[0].session_id ? e[0].session_id : "-");
+        printf("%-15s %s\n", "tool", e[0].tool ? e[0].tool : "");
+        printf("%-15s %s\n", "outcome", e[0].outcome ? e[0].outcome : "");
+        printf("%-15s %s\n", "error code", e[0].error_code ? e[0].error_code : "-");
+        printf("%-15s %lld\n", "duration ms", (long long)e[0].duration_ms);
+        if (e[0].checkpoint_id >= 0) {
+            printf("%-15s %lld\n", "checkpoint", (long long)e[0].checkpoint_id);
+        } else {
+            printf("%-15s -\n", "checkpoint");
+        }
+        printf("%-15s %s\n", "summary", e[0].summary ? e[0].summary : "");
+        printf("%-15s %s\n", "hash", hex);
+        printf("%-15s %s\n", "args", e[0].args ? e[0].args : "-");
+    }
+    store_audit_entry_list_free(e, count);
+    return rc;
 }
 
 static int
@@ -300,7 +437,7 @@ cmd_audit_verify(const struct admin *a)
 {
     struct store *st = NULL;
     struct err err;
-    int ok = 0, rc = open_db(a, 0, &st);
+    int ok = 0, rc = admin_open_db(a, 0, &st);
     int64_t bad = 0, rows = 0;
 
     if (rc != 0) {
@@ -309,7 +446,7 @@ cmd_audit_verify(const struct admin *a)
     rc = store_audit_verify(st, &ok, &bad, &rows, &err);
     store_close(st);
     if (rc < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
@@ -319,7 +456,7 @@ cmd_audit_verify(const struct admin *a)
             cJSON_AddNumberToObject(o, "bad_id", (double)bad);
             cJSON_AddStringToObject(o, "error", err.msg);
         }
-        rc = print_json(o);
+        rc = admin_print_json(o);
         return rc ? rc : (ok ? 0 : EXIT_FAIL);
     }
     if (!ok) {
@@ -337,7 +474,7 @@ cmd_gc(const struct admin *a, const struct store_gc_opts *opts)
     struct store *st = NULL;
     struct store_gc_result res;
     struct err err;
-    int rc = open_db(a, 1, &st);
+    int rc = admin_open_db(a, 1, &st);
 
     if (rc != 0) {
         return rc;
@@ -346,7 +483,7 @@ cmd_gc(const struct admin *a, const struct store_gc_opts *opts)
     rc = store_gc(st, opts, ws_manifest_refs, NULL, &res, &err);
     store_close(st);
     if (rc < 0) {
-        return fail(&err);
+        return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
@@ -355,7 +492,7 @@ cmd_gc(const struct admin *a, const struct store_gc_opts *opts)
         cJSON_AddNumberToObject(o, "sessions_deleted", (double)res.sessions_deleted);
         cJSON_AddNumberToObject(o, "blobs_deleted", (double)res.blobs_deleted);
         cJSON_AddNumberToObject(o, "bytes_freed", (double)res.bytes_freed);
-        return print_json(o);
+        return admin_print_json(o);
     }
     printf("%s%-20s %lld\n", opts->dry_run ? "would delete: " : "", "hidden checkpoints",
            (long long)res.checkpoints_deleted);
@@ -369,21 +506,49 @@ cmd_gc(const struct admin *a, const struct store_gc_opts *opts)
 }
 
 static int
+cmd_db_vacuum(const struct admin *a)
+{
+    struct store *st = NULL;
+    struct err err;
+    int64_t before = 0, after = 0;
+    int rc = admin_open_db(a, 1, &st);
+
+    if (rc != 0) {
+        return rc;
+    }
+    rc = store_vacuum(st, &before, &after, &err);
+    store_close(st);
+    if (rc < 0) {
+        return admin_fail(&err);
+    }
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "bytes_before", (double)before);
+        cJSON_AddNumberToObject(o, "bytes_after", (double)after);
+        return admin_print_json(o);
+    }
+    printf("database '%s' vacuumed: %lld -> %lld bytes\n", a->db, (long long)before,
+           (long long)after);
+    return 0;
+}
+
+static int
 run_db(const struct admin *a, int argc, char **argv)
 {
     if (argc < 1) {
-        return usage_error("'db' needs a subcommand: stats, check or migrate");
+        return admin_usage_error("'db' needs a subcommand: stats, check, migrate or vacuum");
     }
-    if (is_help(argv[0]) || (argc > 1 && is_help(argv[1]))) {
-        fputs("usage: drun-admin [--db PATH] [--json] db stats|check|migrate\n"
+    if (admin_is_help(argv[0]) || (argc > 1 && admin_is_help(argv[1]))) {
+        fputs("usage: drun-admin [--db PATH] [--json] db stats|check|migrate|vacuum\n"
               "  stats    sizes and row counts\n"
               "  check    PRAGMA integrity_check and foreign_key_check; exit 1 if damaged\n"
-              "  migrate  create the file if absent and apply pending migrations\n",
+              "  migrate  create the file if absent and apply pending migrations\n"
+              "  vacuum   rewrite the file compactly after gc (needs a moment of exclusive use)\n",
               stdout);
         return 0;
     }
     if (argc > 1) {
-        return usage_error("unexpected argument '%s'", argv[1]);
+        return admin_usage_error("unexpected argument '%s'", argv[1]);
     }
     if (strcmp(argv[0], "stats") == 0) {
         return cmd_db_stats(a);
@@ -394,21 +559,30 @@ run_db(const struct admin *a, int argc, char **argv)
     if (strcmp(argv[0], "migrate") == 0) {
         return cmd_db_migrate(a);
     }
-    return usage_error("unknown db command '%s'; use stats, check or migrate", argv[0]);
+    if (strcmp(argv[0], "vacuum") == 0) {
+        return cmd_db_vacuum(a);
+    }
+    return admin_usage_error("unknown db command '%s'; use stats, check, migrate or vacuum",
+                             argv[0]);
 }
 
 static int
 run_audit(const struct admin *a, int argc, char **argv)
 {
-    long long n = TAIL_DEFAULT;
+    struct store_audit_filter f = {TAIL_DEFAULT, NULL, NULL, 0, 0, 0};
+    int follow = 0;
 
     if (argc < 1) {
-        return usage_error("'audit' needs a subcommand: tail or verify");
+        return admin_usage_error("'audit' needs a subcommand: tail, show or verify");
     }
     for (int i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
-            fputs("usage: drun-admin [--db PATH] [--json] audit tail [-n N] | audit verify\n"
-                  "  tail    the newest N audit rows, oldest first (default 20)\n"
+        if (admin_is_help(argv[i])) {
+            fputs("usage: drun-admin [--db PATH] [--json] audit COMMAND\n"
+                  "  tail [-n N] [--session ID] [--tool T] [--errors] [-f]\n"
+                  "          the newest N matching rows, oldest first (default 20);\n"
+                  "          --errors: outcome not ok; -f: keep printing new rows until ^C\n"
+                  "          (with --json, one object per line)\n"
+                  "  show ID the whole row, arguments included\n"
                   "  verify  walk the hash chain; exit 1 naming the first bad row\n",
                   stdout);
             return 0;
@@ -417,23 +591,43 @@ run_audit(const struct admin *a, int argc, char **argv)
     if (strcmp(argv[0], "tail") == 0) {
         for (int i = 1; i < argc; i++) {
             if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
-                n = parse_count(argv[++i], STORE_AUDIT_TAIL_MAX);
-                if (n < 1) {
-                    return usage_error("-n takes a number from 1 to 100000, not '%s'", argv[i]);
+                f.limit = admin_parse_count(argv[++i], STORE_AUDIT_TAIL_MAX);
+                if (f.limit < 1) {
+                    return admin_usage_error("-n takes a number from 1 to %d, not '%s'",
+                                             STORE_AUDIT_TAIL_MAX, argv[i]);
                 }
+            } else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
+                f.session_id = argv[++i];
+            } else if (strcmp(argv[i], "--tool") == 0 && i + 1 < argc) {
+                f.tool = argv[++i];
+            } else if (strcmp(argv[i], "--errors") == 0) {
+                f.errors_only = 1;
+            } else if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0) {
+                follow = 1;
             } else {
-                return usage_error("unexpected argument '%s' to 'audit tail'", argv[i]);
+                return admin_usage_error("unexpected argument '%s' to 'audit tail'", argv[i]);
             }
         }
-        return cmd_audit_tail(a, n);
+        return cmd_audit_tail(a, &f, follow);
+    }
+    if (strcmp(argv[0], "show") == 0) {
+        long long id;
+        if (argc != 2) {
+            return admin_usage_error("'audit show' takes one row id");
+        }
+        id = admin_parse_count(argv[1], (long long)1 << 62);
+        if (id < 1) {
+            return admin_usage_error("an audit row id is a positive number, not '%s'", argv[1]);
+        }
+        return cmd_audit_show(a, id);
     }
     if (strcmp(argv[0], "verify") == 0) {
         if (argc > 1) {
-            return usage_error("unexpected argument '%s'", argv[1]);
+            return admin_usage_error("unexpected argument '%s'", argv[1]);
         }
         return cmd_audit_verify(a);
     }
-    return usage_error("unknown audit command '%s'; use tail or verify", argv[0]);
+    return admin_usage_error("unknown audit command '%s'; use tail, show or verify", argv[0]);
 }
 
 static int
@@ -442,7 +636,7 @@ run_gc(const struct admin *a, int argc, char **argv)
     struct store_gc_opts opts = {0, -1, -1};
 
     for (int i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (admin_is_help(argv[i])) {
             fputs("usage: drun-admin [--db PATH] [--json] gc [--dry-run]\n"
                   "          [--hidden-older-than DAYS] [--closed-older-than DAYS]\n"
                   "  Deletes every blob no checkpoint, manifest or snapshot refers to.\n"
@@ -460,10 +654,10 @@ run_gc(const struct admin *a, int argc, char **argv)
         } else if ((strcmp(argv[i], "--hidden-older-than") == 0 ||
                     strcmp(argv[i], "--closed-older-than") == 0) &&
                    i + 1 < argc) {
-            long long days = parse_count(argv[i + 1], 36500);
+            long long days = admin_parse_count(argv[i + 1], 36500);
             if (days < 0) {
-                return usage_error("a number of days from 0 to 36500 is needed, not '%s'",
-                                   argv[i + 1]);
+                return admin_usage_error("a number of days from 0 to 36500 is needed, not '%s'",
+                                         argv[i + 1]);
             }
             if (argv[i][2] == 'h') {
                 opts.discarded_older_than_ms = days * 86400000LL;
@@ -472,7 +666,7 @@ run_gc(const struct admin *a, int argc, char **argv)
             }
             i++;
         } else {
-            return usage_error("unexpected argument '%s' to 'gc'", argv[i]);
+            return admin_usage_error("unexpected argument '%s' to 'gc'", argv[i]);
         }
     }
     return cmd_gc(a, &opts);
@@ -488,18 +682,18 @@ main(int argc, char **argv)
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--db") == 0) {
             if (i + 1 >= argc) {
-                return usage_error("--db needs a path");
+                return admin_usage_error("--db needs a path");
             }
             a.db = argv[++i];
         } else if (strncmp(argv[i], "--db=", 5) == 0) {
             a.db = argv[i] + 5;
         } else if (strcmp(argv[i], "--json") == 0) {
             a.json = 1;
-        } else if (is_help(argv[i])) {
+        } else if (admin_is_help(argv[i])) {
             fputs(USAGE, stdout);
             return 0;
         } else if (argv[i][0] == '-') {
-            return usage_error("unknown option '%s'", argv[i]);
+            return admin_usage_error("unknown option '%s'", argv[i]);
         } else {
             break;
         }
@@ -508,35 +702,33 @@ main(int argc, char **argv)
         fputs(USAGE, stderr);
         return EXIT_USAGE;
     }
-    /* --help after the command needs no database */
-    for (int k = i; k < argc; k++) {
-        if (is_help(argv[k])) {
-            if (strcmp(argv[i], "db") == 0) {
-                return run_db(&a, argc - i - 1, argv + i + 1);
-            }
-            if (strcmp(argv[i], "audit") == 0) {
-                return run_audit(&a, argc - i - 1, argv + i + 1);
-            }
-            if (strcmp(argv[i], "gc") == 0) {
-                return run_gc(&a, argc - i - 1, argv + i + 1);
+    {
+        static const char *const names[] = {"db", "audit", "gc", "sessions", "snapshot"};
+        static int (*const runs[])(const struct admin *, int, char **) = {
+            run_db, run_audit, run_gc, admin_run_sessions, admin_run_snapshot};
+        int which = -1, help = 0;
+
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            if (strcmp(argv[i], names[k]) == 0) {
+                which = (int)k;
             }
         }
+        if (which < 0) {
+            return admin_usage_error("unknown command '%s'", argv[i]);
+        }
+        /* --help after the command needs no database */
+        for (int k = i; k < argc; k++) {
+            help |= admin_is_help(argv[k]);
+        }
+        if (!help) {
+            if (a.db == NULL) {
+                a.db = getenv("DRUN_DB");
+            }
+            if (a.db == NULL || a.db[0] == '\0') {
+                fputs("drun-admin: no database given; pass --db PATH or set DRUN_DB\n", stderr);
+                return EXIT_USAGE;
+            }
+        }
+        return runs[which](&a, argc - i - 1, argv + i + 1);
     }
-    if (strcmp(argv[i], "db") != 0 && strcmp(argv[i], "audit") != 0 && strcmp(argv[i], "gc") != 0) {
-        return usage_error("unknown command '%s'", argv[i]);
-    }
-    if (a.db == NULL) {
-        a.db = getenv("DRUN_DB");
-    }
-    if (a.db == NULL || a.db[0] == '\0') {
-        fputs("drun-admin: no database given; pass --db PATH or set DRUN_DB\n", stderr);
-        return EXIT_USAGE;
-    }
-    if (strcmp(argv[i], "db") == 0) {
-        return run_db(&a, argc - i - 1, argv + i + 1);
-    }
-    if (strcmp(argv[i], "audit") == 0) {
-        return run_audit(&a, argc - i - 1, argv + i + 1);
-    }
-    return run_gc(&a, argc - i - 1, argv + i + 1);
 }

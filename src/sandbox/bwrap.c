@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,7 +71,21 @@
 #endif
 
 /* The fds bwrap gets, at these numbers; everything else is closed. */
-enum { FD_STATUS = 3, FD_SECCOMP = 4, FD_COMMAND = 5, FD_EXECERR = 6, FD_FIRST_FREE = 7 };
+enum {
+    FD_STATUS = 3,
+    FD_SECCOMP = 4,
+    FD_COMMAND = 5, /* cold: the memfd bound at COMMAND_PATH; warm: the script pipe */
+    FD_EXECERR = 6,
+    FD_BLOCK = 7, /* warm only: bwrap's --block-fd */
+    FD_FIRST_FREE = 8
+};
+
+/* What build_argv passes on to bwrap besides the mounts. */
+enum argv_kind {
+    ARGV_RAW,  /* no fds, `echo hi` (sandbox_describe raw=1) */
+    ARGV_COLD, /* the command in a memfd bound read-only at COMMAND_PATH */
+    ARGV_WARM  /* --block-fd; the command arrives later through the script pipe */
+};
 
 #define COMMAND_PATH "/.drun/command"
 #define STATUS_MAX   4096
@@ -151,6 +166,11 @@ struct sandbox {
     struct buf status;
     char cgroup[SANDBOX_PATH_MAX]; /* our pids cgroup directory, or "" */
     struct sandbox_result res;
+    int prepared;          /* waiting on --block-fd (sandbox_prepare) */
+    uv_pipe_t script_pipe; /* warm: the daemon's end of the script pipe, while writing */
+    int script_open;       /* script_pipe initialised and not yet closed */
+    char *script;          /* warm: our copy of the command while it is written */
+    uv_write_t script_req;
     char readbuf[READ_CHUNK];
 };
 
@@ -474,9 +494,9 @@ bind_system(struct argv_vec *a)
 
 static int
 build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, const char *bwrap,
-           int with_fds, struct argv_vec *a, struct err *err)
+           enum argv_kind kind, struct argv_vec *a, struct err *err)
 {
-    char resolved[PATH_MAX], ws[PATH_MAX], prelude[256];
+    char resolved[PATH_MAX], ws[PATH_MAX], prelude[512];
     struct stat st;
 
     if (realpath(spec->workspace_dir, ws) == NULL) {
@@ -560,10 +580,17 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
         argv_push(a, resolved);
         argv_push(a, dest);
     }
-    if (with_fds) {
+    if (kind == ARGV_COLD) {
         argv_push(a, "--ro-bind-data");
         argv_push_u64(a, FD_COMMAND);
         argv_push(a, COMMAND_PATH);
+    }
+    if (kind == ARGV_WARM) {
+        /* Everything above is set up, then bwrap waits here until the call comes. */
+        argv_push(a, "--block-fd");
+        argv_push_u64(a, FD_BLOCK);
+    }
+    if (kind != ARGV_RAW) {
         argv_push(a, "--seccomp");
         argv_push_u64(a, FD_SECCOMP);
         argv_push(a, "--json-status-fd");
@@ -582,10 +609,25 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
      * counts this sandbox's processes only (dash spells it -p, bash -u). Then the script is
      * sourced from the read-only file, keeping `sh -c` semantics without an argv string.
      */
-    snprintf(prelude, sizeof(prelude),
-             "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; . " COMMAND_PATH,
-             (unsigned long long)lim->nproc, (unsigned long long)lim->nproc);
-    argv_push(a, with_fds ? prelude : "echo hi");
+    if (kind == ARGV_WARM) {
+        /*
+         * Warm: the script comes through the pipe at fd 5. cat reads it to EOF (the daemon
+         * closes its end after the last byte), the shell closes fd 5, and only then does
+         * the script run, so the command can never read its own pipe or anything after
+         * it. eval keeps `sh -c` semantics (the last command's status, `exit` works);
+         * command substitution drops trailing newlines, which a script does not miss.
+         */
+        snprintf(prelude, sizeof(prelude),
+                 "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; "
+                 "__drun_script=$(exec /bin/cat <&5) || exit 126; exec 5<&-; "
+                 "eval \"unset __drun_script; $__drun_script\"",
+                 (unsigned long long)lim->nproc, (unsigned long long)lim->nproc);
+    } else {
+        snprintf(prelude, sizeof(prelude),
+                 "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; . " COMMAND_PATH,
+                 (unsigned long long)lim->nproc, (unsigned long long)lim->nproc);
+    }
+    argv_push(a, kind != ARGV_RAW ? prelude : "echo hi");
     argv_push(a, "sh");
     if (a->failed) {
         return err_set(err, ERR_NOMEM, "out of memory building the sandbox command line");
@@ -613,7 +655,7 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
  * ABI only, and libseccomp's default bad-arch action refuses the others.
  */
 static int
-seccomp_memfd(struct err *err)
+seccomp_compile(struct err *err)
 {
     static const int deny[] = {
         SCMP_SYS(keyctl),
@@ -691,24 +733,82 @@ seccomp_memfd(struct err *err)
     return fd;
 }
 
+/*
+ * The compiled filter, kept for the life of the process: the rules never change, and
+ * compiling them (libseccomp builds and optimises the BPF tree) is the larger part of the
+ * cost. Each sandbox gets its own memfd with a copy, because bwrap reads it to the end.
+ */
+static unsigned char *seccomp_bytes;
+static size_t seccomp_len;
+
+static int
+seccomp_memfd(struct err *err)
+{
+    int fd;
+
+    if (seccomp_bytes == NULL) {
+        struct stat st;
+        unsigned char *b;
+        int cfd = seccomp_compile(err);
+
+        if (cfd < 0) {
+            return -1;
+        }
+        if (fstat(cfd, &st) < 0 || st.st_size <= 0 || st.st_size > (1 << 20) ||
+            (b = mem_calloc(1, (size_t)st.st_size)) == NULL) {
+            close(cfd);
+            return err_set(err, ERR_IO, "cannot read back the seccomp filter");
+        }
+        if (pread(cfd, b, (size_t)st.st_size, 0) != (ssize_t)st.st_size) {
+            mem_free(b);
+            close(cfd);
+            return err_set(err, ERR_IO, "cannot read back the seccomp filter");
+        }
+        close(cfd);
+        seccomp_bytes = b;
+        seccomp_len = (size_t)st.st_size;
+    }
+    fd = memfd_create("drun-seccomp", MFD_CLOEXEC);
+    if (fd < 0) {
+        return err_set(err, ERR_IO, "cannot create a memfd for the seccomp filter: %s",
+                       strerror(errno));
+    }
+    if (write(fd, seccomp_bytes, seccomp_len) != (ssize_t)seccomp_len ||
+        lseek(fd, 0, SEEK_SET) < 0) {
+        close(fd);
+        return err_set(err, ERR_IO, "cannot write the seccomp filter: %s", strerror(errno));
+    }
+    return fd;
+}
+
 /* ---- the pids cgroup (root only) ---------------------------------------------------- */
 
 /*
- * Makes a fresh pids cgroup below ours with pids.max = nproc and returns an fd for its
- * cgroup.procs (the child writes "0" into it before exec), or -1 if the host offers none
- * we may use. Works with the v1 pids hierarchy and with v2 when our cgroup delegates pids.
+ * Where our pids cgroups go, found once per process: the parent directory and the file a
+ * process joins through. On the v1 pids hierarchy that is `tasks`, not `cgroup.procs`:
+ * writing "0" to `tasks` moves only the calling thread, which the kernel does without
+ * taking the global threadgroup lock (whose RCU grace period cost ~7-13 ms per sandbox
+ * here), and the child that writes it is single-threaded, so the whole process moves and
+ * bwrap and everything after it is born inside. On v2 only cgroup.procs exists.
  */
-static int
-cgroup_make(struct sandbox *sb)
-{
-    static unsigned long seq;
-    char line[1024], base[SANDBOX_PATH_MAX], file[SANDBOX_PATH_MAX + 32];
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    int found = 0, fd;
+static char cg_base[SANDBOX_PATH_MAX];
+static const char *cg_join = "cgroup.procs";
+static int cg_state; /* 0 not looked up, 1 found, -1 none */
 
-    sb->cgroup[0] = '\0';
+static int
+cgroup_find(void)
+{
+    char line[1024], base[SANDBOX_PATH_MAX], file[SANDBOX_PATH_MAX + 32];
+    FILE *f;
+    int found = 0;
+
+    if (cg_state != 0) {
+        return cg_state;
+    }
+    cg_state = -1;
+    f = fopen("/proc/self/cgroup", "re");
     if (f == NULL) {
-        return -1;
+        return cg_state;
     }
     while (fgets(line, sizeof(line), f) != NULL) {
         char *nl = strchr(line, '\n'), *c1 = strchr(line, ':'), *c2;
@@ -722,7 +822,7 @@ cgroup_make(struct sandbox *sb)
         if (strcmp(c1 + 1, "pids") == 0) {
             snprintf(base, sizeof(base), "/sys/fs/cgroup/pids%s",
                      strcmp(c2 + 1, "/") ? c2 + 1 : "");
-            found = 1;
+            found = 2;
             break;
         }
         if (c1[1] == '\0' && strcmp(line, "0") == 0) {
@@ -740,10 +840,35 @@ cgroup_make(struct sandbox *sb)
         }
     }
     fclose(f);
-    if (!found) {
+    if (found) {
+        snprintf(cg_base, sizeof(cg_base), "%s", base);
+        snprintf(file, sizeof(file), "%s/tasks", base);
+        if (found == 2 && access(file, W_OK) == 0) {
+            cg_join = "tasks";
+        }
+        cg_state = 1;
+    }
+    return cg_state;
+}
+
+/*
+ * Makes a fresh pids cgroup below ours with pids.max = nproc and returns an fd for the
+ * file the child writes "0" into before exec, or -1 if the host offers none we may use.
+ * Works with the v1 pids hierarchy and with v2 when our cgroup delegates pids.
+ */
+static int
+cgroup_make(struct sandbox *sb)
+{
+    static unsigned long seq;
+    char file[SANDBOX_PATH_MAX + 32];
+    int fd;
+
+    sb->cgroup[0] = '\0';
+    if (cgroup_find() < 0) {
         return -1;
     }
-    snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/drun-sandbox-%d-%lu", base, (int)getpid(), ++seq);
+    snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/drun-sandbox-%d-%lu", cg_base, (int)getpid(),
+             ++seq);
     if (mkdir(sb->cgroup, 0700) < 0) {
         sb->cgroup[0] = '\0';
         return -1;
@@ -758,7 +883,7 @@ cgroup_make(struct sandbox *sb)
             fd = -1;
         } else {
             close(fd);
-            snprintf(file, sizeof(file), "%s/cgroup.procs", sb->cgroup);
+            snprintf(file, sizeof(file), "%s/%s", sb->cgroup, cg_join);
             fd = open(file, O_WRONLY | O_CLOEXEC);
         }
     }
@@ -860,13 +985,15 @@ child_exec(const struct child_plan *cp)
     }
     /* Move every fd above the targets first so no dup2 clobbers a source. */
     for (int i = 0; i < FD_FIRST_FREE; i++) {
-        tmp[i] = fcntl(cp->src[i], F_DUPFD, 64);
-        if (tmp[i] < 0) {
+        tmp[i] = cp->src[i] < 0 ? -1 : fcntl(cp->src[i], F_DUPFD, 64);
+        if (cp->src[i] >= 0 && tmp[i] < 0) {
             _exit(127);
         }
     }
     for (int i = 0; i < FD_FIRST_FREE; i++) {
-        if (dup2(tmp[i], i) < 0) {
+        if (tmp[i] < 0) {
+            close(i); /* not used in this mode: the number stays free */
+        } else if (dup2(tmp[i], i) < 0) {
             _exit(127);
         }
     }
@@ -903,6 +1030,7 @@ on_close(uv_handle_t *h)
             sb->child_pidfd = -1;
         }
         buf_release(&sb->status);
+        mem_free(sb->script);
         mem_free(sb);
     }
 }
@@ -929,6 +1057,8 @@ signal_kill(int pidfd, pid_t pid)
     }
 }
 
+static void on_timer(uv_timer_t *t);
+
 /* Kills the sandbox's pid 1 (which takes its whole pid namespace along), then bwrap. */
 static void
 kill_all(struct sandbox *sb)
@@ -943,7 +1073,7 @@ kill_all(struct sandbox *sb)
     signal_kill(sb->bwrap_pidfd, 0);
     /* Pipes reach EOF once the namespace is gone; bound the wait anyway. */
     uv_timer_stop(&sb->timer);
-    uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+    uv_timer_start(&sb->timer, on_timer, DRAIN_MS, 0);
 }
 
 static int
@@ -1020,6 +1150,10 @@ finish(struct sandbox *sb)
     close_handle(sb, (uv_handle_t *)&sb->out_pipe);
     close_handle(sb, (uv_handle_t *)&sb->err_pipe);
     close_handle(sb, (uv_handle_t *)&sb->status_pipe);
+    if (sb->script_open) {
+        sb->script_open = 0;
+        close_handle(sb, (uv_handle_t *)&sb->script_pipe);
+    }
     /* The result moves to the caller; the handle frees itself in the close callbacks. */
     sb->cb.on_exit(sb->cb.ud, r);
 }
@@ -1138,6 +1272,9 @@ on_status(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                     sb->child_watch = 1;
                     sb->handles++;
                     uv_poll_start(&sb->child_poll, UV_READABLE, on_child_gone);
+                    if (sb->prepared) {
+                        uv_unref((uv_handle_t *)&sb->child_poll);
+                    }
                 }
                 if (sb->killing) {
                     signal_kill(sb->child_pidfd, sb->child_pid);
@@ -1166,7 +1303,7 @@ on_exit_ready(uv_poll_t *h, int status, int events)
     /* pid 1 of the namespace is gone with bwrap; the pipes follow. Bound the wait. */
     if (!sb->killing) {
         uv_timer_stop(&sb->timer);
-        uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+        uv_timer_start(&sb->timer, on_timer, DRAIN_MS, 0);
     }
     maybe_finish(sb);
 }
@@ -1184,11 +1321,14 @@ on_timer(uv_timer_t *t)
     if (!sb->exited) {
         /* SIGKILL was sent DRAIN_MS ago and bwrap still is not reaped: should not happen. */
         log_warn("sandbox process %d did not exit after SIGKILL", (int)sb->bwrap_pid);
-        uv_timer_start(&sb->timer, NULL, DRAIN_MS, 0);
+        uv_timer_start(&sb->timer, on_timer, DRAIN_MS, 0);
         return;
     }
     /* Exited but a pipe is still open: something outside the namespace holds it. */
+    log_warn("sandbox process %d: output pipes still open %d ms after it ended", (int)sb->bwrap_pid,
+             DRAIN_MS);
     sb->out_open = sb->err_open = 0;
+    sb->child_gone = 1;
     maybe_finish(sb);
 }
 
@@ -1222,9 +1362,16 @@ set_rl(struct rlimit *r, uint64_t v)
     r->rlim_max = (rlim_t)v;
 }
 
-int
-sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct sandbox_callbacks *cb,
-              struct sandbox **out, struct err *err)
+/*
+ * Checks the spec, forks bwrap and sets up the handles that watch it. Cold (warm = 0): the
+ * command goes into a memfd bound read-only at COMMAND_PATH. Warm: bwrap gets --block-fd
+ * and a script pipe instead; *block_wr and *script_wr receive the daemon's ends, and
+ * nothing past bwrap's set-up happens until the block fd is written. The caller sets
+ * sb->cb and starts the timer. If argv_out is not NULL the argv moves there.
+ */
+static int
+spawn(uv_loop_t *loop, const struct sandbox_spec *spec, int warm, struct sandbox **out,
+      int *block_wr, int *script_wr, struct argv_vec *argv_out, struct err *err)
 {
     struct sandbox *sb = NULL;
     struct argv_vec a = {0};
@@ -1232,14 +1379,12 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     char bwrap[SANDBOX_PATH_MAX];
     int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_st[2] = {-1, -1}, p_ex[2] = {-1, -1};
     int devnull = -1, seccomp_fd = -1, cmd_fd = -1, cgroup_fd = -1;
+    int p_block[2] = {-1, -1}, p_script[2] = {-1, -1};
     int rc = -1, e = 0;
     ssize_t n;
     pid_t pid;
 
     *out = NULL;
-    if (cb == NULL || cb->on_exit == NULL) {
-        return err_set(err, ERR_INVAL, "sandbox_start needs an on_exit callback");
-    }
     sb = mem_calloc(1, sizeof(*sb));
     if (sb == NULL) {
         return err_set(err, ERR_NOMEM, "out of memory starting the sandbox");
@@ -1255,7 +1400,7 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
                 "commands");
         goto out;
     }
-    if (build_argv(spec, &sb->lim, bwrap, 1, &a, err) < 0) {
+    if (build_argv(spec, &sb->lim, bwrap, warm ? ARGV_WARM : ARGV_COLD, &a, err) < 0) {
         goto out;
     }
     if (open_pipe(p_out, err) < 0 || open_pipe(p_err, err) < 0 || open_pipe(p_st, err) < 0 ||
@@ -1270,6 +1415,14 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     seccomp_fd = seccomp_memfd(err);
     if (seccomp_fd < 0) {
         goto out;
+    }
+    if (warm) {
+        if (open_pipe(p_block, err) < 0 || open_pipe(p_script, err) < 0) {
+            goto out;
+        }
+        cmd_fd = p_script[0];
+        p_script[0] = -1;
+        goto spawn;
     }
     cmd_fd = memfd_create("drun-command", MFD_CLOEXEC);
     if (cmd_fd < 0) {
@@ -1287,6 +1440,7 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
         err_set(err, ERR_IO, "cannot rewind the command memfd: %s", strerror(errno));
         goto out;
     }
+spawn:
     /* uid 0 is exempt from RLIMIT_NPROC; only a cgroup bounds a root daemon's sandbox. */
     cgroup_fd = geteuid() == 0 ? cgroup_make(sb) : -1;
     if (geteuid() == 0 && cgroup_fd < 0) {
@@ -1307,6 +1461,7 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     cp.src[FD_SECCOMP] = seccomp_fd;
     cp.src[FD_COMMAND] = cmd_fd;
     cp.src[FD_EXECERR] = p_ex[1];
+    cp.src[FD_BLOCK] = p_block[0];
     cp.cgroup_fd = cgroup_fd;
     set_rl(&cp.rl_as, sb->lim.memory_bytes);
     cp.rl_cpu.rlim_cur = (rlim_t)sb->lim.cpu_secs;
@@ -1329,6 +1484,10 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     close(p_st[1]);
     close(p_ex[1]);
     p_out[1] = p_err[1] = p_st[1] = p_ex[1] = -1;
+    if (p_block[0] >= 0) {
+        close(p_block[0]);
+        p_block[0] = -1;
+    }
     /* The exec-error pipe closes on a successful exec, or carries errno. */
     do {
         n = read(p_ex[0], &e, sizeof(e));
@@ -1353,7 +1512,6 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
         goto out;
     }
     sb->loop = loop;
-    sb->cb = *cb;
     buf_init(&sb->status, STATUS_MAX);
     buf_init(&sb->res.out.data, sb->lim.max_output_bytes);
     buf_init(&sb->res.err.data, sb->lim.max_output_bytes);
@@ -1374,7 +1532,15 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     uv_read_start((uv_stream_t *)&sb->err_pipe, on_alloc, on_read);
     uv_read_start((uv_stream_t *)&sb->status_pipe, on_alloc, on_status);
     uv_poll_start(&sb->exit_poll, UV_READABLE, on_exit_ready);
-    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    if (warm) {
+        *block_wr = p_block[1];
+        *script_wr = p_script[1];
+        p_block[1] = p_script[1] = -1;
+    }
+    if (argv_out != NULL) {
+        *argv_out = a;
+        memset(&a, 0, sizeof(a));
+    }
     *out = sb;
     sb = NULL;
     rc = 0;
@@ -1397,6 +1563,12 @@ out:
         if (p_ex[i] >= 0) {
             close(p_ex[i]);
         }
+        if (p_block[i] >= 0) {
+            close(p_block[i]);
+        }
+        if (p_script[i] >= 0) {
+            close(p_script[i]);
+        }
     }
     if (devnull >= 0) {
         close(devnull);
@@ -1414,6 +1586,380 @@ out:
 }
 
 int
+sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct sandbox_callbacks *cb,
+              struct sandbox **out, struct err *err)
+{
+    struct sandbox *sb = NULL;
+
+    *out = NULL;
+    if (cb == NULL || cb->on_exit == NULL) {
+        return err_set(err, ERR_INVAL, "sandbox_start needs an on_exit callback");
+    }
+    if (sandbox_warm_mode() == SANDBOX_WARM_ALWAYS) {
+        /* The test switch: every command takes the warm path, prepared on the spot. */
+        struct sandbox_prep *p = NULL;
+        if (sandbox_prepare(loop, spec, &p, err) < 0) {
+            return -1;
+        }
+        if (sandbox_start_prepared(p, spec, cb, out, err) < 0) {
+            sandbox_prepared_free(p);
+            return -1;
+        }
+        return 0;
+    }
+    if (spawn(loop, spec, 0, &sb, NULL, NULL, NULL, err) < 0) {
+        return -1;
+    }
+    sb->cb = *cb;
+    sb->start_ms = time_mono_ms();
+    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    *out = sb;
+    return 0;
+}
+
+/* ---- prepared (warm) sandboxes ------------------------------------------------------ */
+
+/*
+ * A prepared sandbox is a bwrap that has built every namespace and mount and waits on
+ * --block-fd, before it loads the seccomp filter or execs anything: no process in it can
+ * run user code. It is tied to exactly what it was built from: the full bwrap argv (every
+ * bind, the environment, the tmpfs sizes, the process limit in the prelude), the rlimits
+ * set before exec, and the identity (device, inode) of every bind source, so a directory
+ * replaced under the same name is noticed too. sandbox_prepared_valid() rebuilds all of
+ * that from the caller's current spec and accepts only an exact match; anything else is
+ * discarded and the call goes cold, so a command never runs under an older policy.
+ */
+struct bind_id {
+    dev_t dev;
+    ino_t ino;
+};
+
+struct sandbox_prep {
+    struct sandbox *sb; /* NULL once bwrap has exited or the command was released */
+    int block_wr;       /* our end of --block-fd */
+    int script_wr;      /* our end of the script pipe */
+    struct argv_vec argv;
+    struct sandbox_limits lim;
+    struct bind_id *ids;
+    size_t n_ids;
+    int orphaned; /* freed by its owner while bwrap was still being reaped */
+};
+
+enum sandbox_warm
+sandbox_warm_mode(void)
+{
+    const char *v = getenv("DRUN_SANDBOX_WARM");
+
+    if (v == NULL || *v == '\0' || strcmp(v, "auto") == 0 || strcmp(v, "1") == 0) {
+        return SANDBOX_WARM_AUTO;
+    }
+    if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "cold") == 0) {
+        return SANDBOX_WARM_OFF;
+    }
+    if (strcmp(v, "always") == 0 || strcmp(v, "warm") == 0) {
+        return SANDBOX_WARM_ALWAYS;
+    }
+    return SANDBOX_WARM_AUTO;
+}
+
+/* The (device, inode) of every --bind / --ro-bind source in a, in order. */
+static int
+bind_ids(const struct argv_vec *a, struct bind_id **out, size_t *n, struct err *err)
+{
+    struct bind_id *v;
+    size_t k = 0;
+
+    *out = NULL;
+    *n = 0;
+    v = mem_calloc(a->n / 3 + 1, sizeof(*v));
+    if (v == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory preparing a sandbox");
+    }
+    for (size_t i = 0; i + 1 < a->n; i++) {
+        struct stat st;
+        if (strcmp(a->v[i], "--bind") != 0 && strcmp(a->v[i], "--ro-bind") != 0) {
+            continue;
+        }
+        if (stat(a->v[i + 1], &st) == 0) {
+            v[k].dev = st.st_dev;
+            v[k].ino = st.st_ino;
+        }
+        k++;
+        i += 2;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static void
+prep_destroy(struct sandbox_prep *p)
+{
+    if (p->block_wr >= 0) {
+        close(p->block_wr);
+    }
+    if (p->script_wr >= 0) {
+        close(p->script_wr);
+    }
+    argv_free(&p->argv);
+    mem_free(p->ids);
+    mem_free(p);
+}
+
+/* bwrap ended while the sandbox waited (or after it was discarded). */
+static void
+prep_on_exit(void *ud, struct sandbox_result *res)
+{
+    struct sandbox_prep *p = ud;
+
+    if (res->failed && !p->orphaned) {
+        log_debug("a prepared sandbox ended before use: %s", res->error.msg);
+    }
+    sandbox_result_release(res);
+    p->sb = NULL;
+    if (p->orphaned) {
+        prep_destroy(p);
+    }
+}
+
+/* While it waits, a prepared sandbox does not keep the loop alive (sandbox_run, shutdown). */
+static void
+prep_ref(struct sandbox *sb, int ref)
+{
+    uv_handle_t *hs[] = {(uv_handle_t *)&sb->exit_poll, (uv_handle_t *)&sb->out_pipe,
+                         (uv_handle_t *)&sb->err_pipe, (uv_handle_t *)&sb->status_pipe,
+                         sb->child_watch ? (uv_handle_t *)&sb->child_poll : NULL};
+
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+        if (hs[i] != NULL) {
+            if (ref) {
+                uv_ref(hs[i]);
+            } else {
+                uv_unref(hs[i]);
+            }
+        }
+    }
+}
+
+int
+sandbox_prepare(uv_loop_t *loop, const struct sandbox_spec *spec, struct sandbox_prep **out,
+                struct err *err)
+{
+    struct sandbox_spec s = *spec;
+    struct sandbox_prep *p;
+
+    *out = NULL;
+    s.command = ""; /* the command is not known yet and never part of what is prepared */
+    s.command_len = 0;
+    p = mem_calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory preparing a sandbox");
+    }
+    p->block_wr = p->script_wr = -1;
+    if (spawn(loop, &s, 1, &p->sb, &p->block_wr, &p->script_wr, &p->argv, err) < 0) {
+        mem_free(p);
+        return -1;
+    }
+    p->lim = p->sb->lim;
+    p->sb->prepared = 1;
+    p->sb->cb.on_output = NULL;
+    p->sb->cb.on_exit = prep_on_exit;
+    p->sb->cb.ud = p;
+    prep_ref(p->sb, 0);
+    if (bind_ids(&p->argv, &p->ids, &p->n_ids, err) < 0) {
+        sandbox_prepared_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+/* 1 if bwrap has exited (maybe not yet seen by the loop). */
+static int
+bwrap_gone(const struct sandbox *sb)
+{
+    struct pollfd pf = {sb->bwrap_pidfd, POLLIN, 0};
+
+    return sb->exited || sb->killing || sb->bwrap_pidfd < 0 || poll(&pf, 1, 0) != 0;
+}
+
+int
+sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *spec)
+{
+    struct sandbox_limits lim;
+    struct argv_vec a = {0};
+    struct bind_id *ids = NULL;
+    size_t n_ids = 0;
+    char bwrap[SANDBOX_PATH_MAX];
+    struct err err;
+    int ok = 0;
+
+    if (p == NULL || p->sb == NULL || bwrap_gone(p->sb)) {
+        return 0;
+    }
+    limits_fill(&lim, &spec->limits);
+    if (lim.memory_bytes != p->lim.memory_bytes || lim.cpu_secs != p->lim.cpu_secs ||
+        lim.file_size_bytes != p->lim.file_size_bytes || lim.nproc != p->lim.nproc ||
+        lim.tmp_size_bytes != p->lim.tmp_size_bytes) {
+        return 0;
+    }
+    if (bwrap_find(bwrap, sizeof(bwrap)) == NULL ||
+        build_argv(spec, &lim, bwrap, ARGV_WARM, &a, &err) < 0 || a.n != p->argv.n) {
+        goto out;
+    }
+    for (size_t i = 0; i < a.n; i++) {
+        if (strcmp(a.v[i], p->argv.v[i]) != 0) {
+            goto out;
+        }
+    }
+    if (bind_ids(&a, &ids, &n_ids, &err) < 0 || n_ids != p->n_ids ||
+        (n_ids > 0 && memcmp(ids, p->ids, n_ids * sizeof(*ids)) != 0)) {
+        goto out;
+    }
+    ok = 1;
+out:
+    mem_free(ids);
+    argv_free(&a);
+    return ok;
+}
+
+static void
+on_script_written(uv_write_t *req, int status)
+{
+    struct sandbox *sb = req->data;
+
+    if (status < 0 && status != UV_ECANCELED) {
+        log_debug("cannot hand the command to the sandbox: %s", uv_strerror(status));
+    }
+    /* EOF for the sandbox's reader: the whole script is in (or the run is over). */
+    if (sb->script_open) {
+        sb->script_open = 0;
+        close_handle(sb, (uv_handle_t *)&sb->script_pipe);
+    }
+}
+
+int
+sandbox_start_prepared(struct sandbox_prep *p, const struct sandbox_spec *spec,
+                       const struct sandbox_callbacks *cb, struct sandbox **out, struct err *err)
+{
+    struct sandbox_limits lim;
+    struct sandbox *sb;
+    uv_buf_t b;
+    ssize_t w;
+
+    *out = NULL;
+    if (cb == NULL || cb->on_exit == NULL) {
+        return err_set(err, ERR_INVAL, "sandbox_start_prepared needs an on_exit callback");
+    }
+    limits_fill(&lim, &spec->limits);
+    if (spec_check(spec, &lim, err) < 0) {
+        return -1;
+    }
+    if (!sandbox_prepared_valid(p, spec)) {
+        return err_set(err, ERR_BUSY,
+                       "the prepared sandbox no longer matches the policy; start one cold");
+    }
+    sb = p->sb;
+    sb->script = mem_alloc(spec->command_len + 1);
+    if (sb->script == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory handing over the command");
+    }
+    memcpy(sb->script, spec->command, spec->command_len);
+    if (uv_pipe_init(sb->loop, &sb->script_pipe, 0) != 0 ||
+        uv_pipe_open(&sb->script_pipe, p->script_wr) != 0) {
+        mem_free(sb->script);
+        sb->script = NULL;
+        return err_set(err, ERR_IO, "cannot open the script pipe");
+    }
+    p->script_wr = -1;
+    sb->script_pipe.data = sb;
+    sb->script_req.data = sb;
+    sb->handles++;
+    sb->script_open = 1;
+    /* From here on the sandbox belongs to this call, whatever happens. */
+    p->sb = NULL;
+    sb->prepared = 0;
+    sb->lim = lim;
+    sb->cb = *cb;
+    sb->res.warm = 1;
+    prep_ref(sb, 1);
+    b = uv_buf_init(sb->script, (unsigned)spec->command_len);
+    if (spec->command_len == 0 ||
+        uv_write(&sb->script_req, (uv_stream_t *)&sb->script_pipe, &b, 1, on_script_written) != 0) {
+        sb->script_open = 0;
+        close_handle(sb, (uv_handle_t *)&sb->script_pipe);
+    }
+    /* Release: bwrap loads the seccomp filter and execs the shell; the clock starts now. */
+    do {
+        w = write(p->block_wr, "x", 1);
+    } while (w < 0 && errno == EINTR);
+    close(p->block_wr);
+    p->block_wr = -1;
+    sb->start_ms = time_mono_ms();
+    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    if (w != 1) {
+        kill_all(sb); /* bwrap went away under us: reported through on_exit */
+    }
+    prep_destroy(p);
+    *out = sb;
+    return 0;
+}
+
+void
+sandbox_prepared_free(struct sandbox_prep *p)
+{
+    struct sandbox *sb;
+
+    if (p == NULL) {
+        return;
+    }
+    sb = p->sb;
+    if (sb == NULL) {
+        prep_destroy(p);
+        return;
+    }
+    if (uv_is_closing((uv_handle_t *)&sb->exit_poll)) {
+        /*
+         * The loop was torn down under us (daemon shutdown closes every handle): kill
+         * directly and reap, so nothing is left even before --die-with-parent acts.
+         */
+        int st;
+        if (sb->child_pid > 0) {
+            signal_kill(sb->child_pidfd, sb->child_pid);
+        }
+        signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
+        while (waitpid(sb->bwrap_pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        prep_destroy(p); /* the handles are closed; their memory goes with the process */
+        return;
+    }
+    /*
+     * Once bwrap has reported the sandbox's pid 1 we SIGKILL that (it takes the namespace
+     * along), then bwrap. Before that we must not kill bwrap alone: caught in the middle of
+     * its set-up, it can leave a pid 1 we cannot name waiting forever for a uid map. So
+     * then we give it EOF on the block and script pipes instead: it finishes its set-up,
+     * runs an empty script and exits by itself. Either way no command ever runs: there is
+     * none. The timer bounds the wait, and kills by then.
+     */
+    p->orphaned = 1;
+    sb->prepared = 0;
+    prep_ref(sb, 1); /* the loop now waits for the reaping */
+    if (p->block_wr >= 0) {
+        close(p->block_wr);
+        p->block_wr = -1;
+    }
+    if (p->script_wr >= 0) {
+        close(p->script_wr);
+        p->script_wr = -1;
+    }
+    if (sb->child_pid > 0) {
+        kill_all(sb);
+    } else {
+        uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    }
+}
+
+int
 sandbox_describe(const struct sandbox_spec *spec, int raw, struct buf *out, struct err *err)
 {
     struct sandbox_limits lim;
@@ -1427,7 +1973,7 @@ sandbox_describe(const struct sandbox_spec *spec, int raw, struct buf *out, stru
     if (bwrap_find(bwrap, sizeof(bwrap)) == NULL) {
         return err_set(err, ERR_NOTFOUND, "bwrap not found; install bubblewrap");
     }
-    if (build_argv(spec, &lim, bwrap, !raw, &a, err) < 0) {
+    if (build_argv(spec, &lim, bwrap, raw ? ARGV_RAW : ARGV_COLD, &a, err) < 0) {
         argv_free(&a);
         return -1;
     }

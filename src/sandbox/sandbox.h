@@ -101,6 +101,7 @@ struct sandbox_result {
     struct sandbox_output out;
     struct sandbox_output err;
     int64_t duration_ms;
+    int warm;         /* 1 if it ran in a prepared sandbox (sandbox_start_prepared) */
     int failed;       /* 1 if the sandbox itself failed (see error) */
     struct err error; /* why, when failed */
 };
@@ -130,6 +131,57 @@ void sandbox_limits_default(struct sandbox_limits *l);
  */
 int sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec,
                   const struct sandbox_callbacks *cb, struct sandbox **out, struct err *err);
+
+/*
+ * Prepared ("warm") sandboxes. sandbox_prepare() does everything of sandbox_start() that
+ * does not depend on the command: bwrap builds the namespaces and mounts, then waits on
+ * --block-fd; no process in it can run user code while it waits, and it dies with the
+ * daemon (--die-with-parent). sandbox_start_prepared() hands the command over through a
+ * pipe the sandbox's shell reads to EOF and closes before the script runs, then releases
+ * it; the timeout counts from the release. A prepared sandbox is usable only by a spec
+ * that builds exactly the same sandbox (see sandbox_prepared_valid); the caller keeps at
+ * most one per session and frees it when the session goes.
+ */
+struct sandbox_prep; /* opaque: one waiting sandbox */
+
+/* DRUN_SANDBOX_WARM: "off"/"cold"/"0", "always"/"warm", or unset/"auto". */
+enum sandbox_warm {
+    SANDBOX_WARM_AUTO,  /* prepare in the background, use one when it is ready */
+    SANDBOX_WARM_OFF,   /* never prepare: every command starts cold */
+    SANDBOX_WARM_ALWAYS /* every command goes warm; sandbox_start prepares on the spot */
+};
+
+/* The mode the environment asks for (read each call; tests switch it). */
+enum sandbox_warm sandbox_warm_mode(void);
+
+/*
+ * Starts a sandbox for spec (its command is ignored) that waits for its command on
+ * `loop`. Returns 0 and sets *out (free with sandbox_prepared_free or consume with
+ * sandbox_start_prepared), or -1 with err as sandbox_start. The waiting sandbox does not
+ * keep the loop alive.
+ */
+int sandbox_prepare(uv_loop_t *loop, const struct sandbox_spec *spec, struct sandbox_prep **out,
+                    struct err *err);
+
+/*
+ * 1 if p is still waiting and was built from exactly what spec builds now: the same bwrap
+ * argv (mounts, environment, sizes, process limit), the same rlimits, and the same
+ * (device, inode) behind every bind source. 0 otherwise: discard it and go cold.
+ */
+int sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *spec);
+
+/*
+ * Runs spec's command in p, as sandbox_start would. On success p is consumed and *out is
+ * the running sandbox (on_exit comes exactly once, result.warm set). On -1 (a bad spec as
+ * sandbox_start, or ERR_BUSY when p does not match spec or has died) p is untouched: free
+ * it and start cold.
+ */
+int sandbox_start_prepared(struct sandbox_prep *p, const struct sandbox_spec *spec,
+                           const struct sandbox_callbacks *cb, struct sandbox **out,
+                           struct err *err);
+
+/* Kills and frees a prepared sandbox that was not used. NULL is a no-op. */
+void sandbox_prepared_free(struct sandbox_prep *p);
 
 /* Kills the whole sandbox; on_exit follows with cancelled set. No-op after on_exit. */
 void sandbox_cancel(struct sandbox *sb);

@@ -1,6 +1,7 @@
 /*
  * session_exec.c - the overlay mount points a command's sandbox creates in the workspace
- * directory, and their removal before the rescan; see session_exec.h.
+ * directory, and their removal before the rescan; and the slot that holds the session's
+ * prepared sandbox. See session_exec.h.
  *
  * Every walk here opens one component at a time with O_NOFOLLOW from the workspace root,
  * so a command that replaced a directory on the path with a link to somewhere else on
@@ -206,4 +207,33 @@ session_exec_unmount(struct session *s, struct session_mounts *mk)
     }
     mem_free(mk->v);
     mem_free(mk);
+}
+
+void
+session_exec_warm_put(struct session *s, void *obj, void (*free_fn)(void *))
+{
+    void *old = s->warm;
+    void (*old_free)(void *) = s->warm_free;
+
+    s->warm = obj;
+    s->warm_free = obj != NULL ? free_fn : NULL;
+    if (old != NULL && old_free != NULL) {
+        old_free(old);
+    }
+}
+
+void *
+session_exec_warm_take(struct session *s)
+{
+    void *obj = s->warm;
+
+    s->warm = NULL;
+    s->warm_free = NULL;
+    return obj;
+}
+
+const char *
+session_exec_dir_path(const struct session *s)
+{
+    return s->dir != NULL ? ws_dir_path(s->dir) : NULL;
 }

@@ -35,4 +35,18 @@ int session_exec_mounts(struct session *s, const char *const *keys, size_t n, in
  */
 void session_exec_unmount(struct session *s, struct session_mounts *mk);
 
+/*
+ * The session's next sandbox, prepared in the background (tools_bash.c; opaque here so
+ * this layer does not depend on the sandbox module). At most one per session: putting a
+ * new one frees the old with its free function, and it is freed when the session is
+ * detached, closed or freed at shutdown. put(s, NULL, NULL) just frees the current one.
+ */
+void session_exec_warm_put(struct session *s, void *obj, void (*free_fn)(void *));
+
+/* Takes the prepared sandbox out of s (the caller owns it now), or NULL. */
+void *session_exec_warm_take(struct session *s);
+
+/* The host path of s's workspace directory, or NULL before the first command. Borrowed. */
+const char *session_exec_dir_path(const struct session *s);
+
 #endif

@@ -20,6 +20,8 @@ struct session {
     int64_t last_mono_ms; /* last activity (monotonic clock) */
     struct ws_dir *dir;   /* opened by the first command */
     int dir_trusted;      /* 0: the next prepare must fully re-sync */
+    void *warm;           /* the next command's prepared sandbox (session_exec_warm_put) */
+    void (*warm_free)(void *);
 };
 
 struct session_mgr {

@@ -8,6 +8,7 @@
  * therefore always equal the store's. Each of them changes only after the transaction
  * that changed the store has committed.
  */
+#include "session/session_exec.h"
 #include "session/session_int.h"
 
 #include <stdarg.h>
@@ -89,6 +90,7 @@ sess_free(struct session *s, int destroy_dir)
 {
     struct err err;
 
+    session_exec_warm_put(s, NULL, NULL); /* the waiting sandbox goes first */
     if (s->dir != NULL) {
         if (destroy_dir && ws_dir_destroy(s->dir, &err) < 0) {
             log_warn("cannot remove the workspace of session '%s': %s", s->id, err.msg);

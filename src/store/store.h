@@ -36,6 +36,7 @@
 #include "util/hash.h"
 
 struct store;
+struct sqlite3;
 
 #define STORE_SESSION_ID_LEN   8
 #define STORE_BLOB_MAX_DEFAULT ((size_t)1 << 30) /* 1 GiB: the largest single blob */
@@ -374,6 +375,19 @@ int store_audit_tail(struct store *st, int64_t n, struct store_audit_entry **out
                      struct err *err);
 void store_audit_entry_list_free(struct store_audit_entry *list, size_t n);
 
+/* Which audit rows store_audit_query returns: the newest `limit` (1..
+ * STORE_AUDIT_TAIL_MAX) that match every given filter, oldest first. */
+struct store_audit_filter {
+    int64_t limit;
+    const char *session_id; /* NULL: any */
+    const char *tool;       /* NULL: any */
+    int errors_only;        /* 1: outcome is not "ok" */
+    int64_t after_id;       /* only rows with a larger id (0: all) */
+    int64_t id;             /* > 0: only this row */
+};
+int store_audit_query(struct store *st, const struct store_audit_filter *f,
+                      struct store_audit_entry **out, size_t *count, struct err *err);
+
 /* ---- maintenance ------------------------------------------------------------------ */
 
 struct store_stats {
@@ -390,6 +404,10 @@ int store_stats(struct store *st, struct store_stats *out, struct err *err);
 /* Runs PRAGMA integrity_check and foreign_key_check; *ok = 1 if both are clean. The
  * first problem is described in err->msg when *ok is 0. */
 int store_check(struct store *st, int *ok, struct err *err);
+
+/* Rewrites the file compactly (VACUUM, then a WAL checkpoint); *before and *after get
+ * the file size. Outside a bracket; ERR_BUSY if other connections hold the file. */
+int store_vacuum(struct store *st, int64_t *before, int64_t *after, struct err *err);
 
 struct store_gc_opts {
     int dry_run;
@@ -414,6 +432,156 @@ typedef int (*store_manifest_refs_fn)(void *ctx, const void *manifest, size_t le
                                       void *refctx, struct err *err);
 int store_gc(struct store *st, const struct store_gc_opts *opts, store_manifest_refs_fn refs,
              void *refs_ctx, struct store_gc_result *out, struct err *err);
+
+/* ---- snapshots ------------------------------------------------------------------- */
+
+/*
+ * A snapshot is a named, immutable copy of one session's rows (session, every
+ * checkpoint whatever its status, change rows, steps, chat log, overlays) pointing at
+ * the same blobs, so taking one costs rows, not bytes. Restore makes a new session
+ * from it; export writes a standalone drun SQLite file holding that one snapshot and
+ * only the blobs it needs (delta bases included); import reads such a file back,
+ * checking every new blob's hash, all in one transaction.
+ */
+#define STORE_SNAPSHOT_NAME_MAX 128
+
+struct store_snapshot {
+    int64_t id;
+    char name[STORE_SNAPSHOT_NAME_MAX + 1];
+    char *description; /* NULL if none */
+    int64_t created_ms;
+    char session_id[STORE_SESSION_ID_LEN + 1]; /* the session it was taken from ("" if none) */
+    char *label;                               /* the session's label, NULL if none */
+    char *client;                              /* NULL if unknown */
+    char parent_id[STORE_SESSION_ID_LEN + 1];  /* "" if none */
+    int64_t parent_checkpoint;                 /* -1 if none */
+    int64_t session_created_ms;
+    int64_t head;
+    int64_t checkpoints;     /* live checkpoints */
+    int64_t checkpoints_all; /* every checkpoint row, hidden ones included */
+    int64_t head_bytes;      /* logical bytes of the head's tree */
+};
+
+/* Frees the strings inside s (not s); safe on a zeroed struct. */
+void store_snapshot_release(struct store_snapshot *s);
+
+/* Checks a snapshot name: 1..STORE_SNAPSHOT_NAME_MAX of [A-Za-z0-9._-], not starting
+ * with '.' or '-' (so it is also a safe file name). ERR_INVAL saying what is wrong. */
+int store_snapshot_name_check(const char *name, struct err *err);
+
+/*
+ * Snapshots session `session` under `name` (NULL: "<session>-<UTC time>"), with an
+ * optional description. ERR_EXISTS if the name is taken, ERR_NOTFOUND if the session
+ * is. Fills *out (may be NULL; caller releases).
+ */
+int store_snapshot_create(struct store *st, const char *session, const char *name,
+                          const char *description, struct store_snapshot *out, struct err *err);
+
+/* Loads one snapshot by name. ERR_NOTFOUND if there is none. */
+int store_snapshot_get(struct store *st, const char *name, struct store_snapshot *out,
+                       struct err *err);
+
+/* Lists snapshots, oldest first. Free with store_snapshot_list_free(). */
+int store_snapshot_list(struct store *st, struct store_snapshot **out, size_t *n, struct err *err);
+void store_snapshot_list_free(struct store_snapshot *list, size_t n);
+
+/* Lists a snapshot's checkpoints (every status) in id order. Free with
+ * store_checkpoint_list_free(); session_id in each is the snapshot's source session. */
+int store_snapshot_checkpoints(struct store *st, const char *name, struct store_checkpoint **out,
+                               size_t *n, struct err *err);
+
+/* Deletes a snapshot's rows (its blobs go at the next gc). ERR_NOTFOUND if absent. */
+int store_snapshot_delete(struct store *st, const char *name, struct err *err);
+
+/*
+ * Makes a new open session (fresh id) holding the snapshot's full history, labels,
+ * steps, chat log and overlays, with head = `head` (-1: the snapshot's head; else a
+ * live checkpoint id, ERR_NOTFOUND otherwise), claimed by (owner_pid, owner_start)
+ * (0: unclaimed, so any drun-mcp on the DB can switch to it). Fills *out.
+ */
+int store_snapshot_restore(struct store *st, const char *name, int64_t head, pid_t owner_pid,
+                           int64_t owner_start, struct store_session *out, struct err *err);
+
+/*
+ * Writes snapshot `name` to a new standalone drun database at `path` (which must not
+ * exist: ERR_EXISTS), with only the blobs it refers to: manifests, outputs, every
+ * blob the manifests list (read through `refs`, as store_gc does) and the base chain
+ * of every delta. The file is written beside `path` and renamed into place, so a
+ * failure leaves nothing at `path`. Must be called outside a bracket.
+ */
+int store_snapshot_export(struct store *st, const char *name, const char *path,
+                          store_manifest_refs_fn refs, void *refs_ctx, struct err *err);
+
+/*
+ * Imports the one snapshot of the drun export file at `path` under `name` (NULL: the
+ * name it was exported with). Every blob the DB lacks is copied and read back
+ * through the hash check; every blob the snapshot needs must be present. One
+ * transaction: on any error nothing is kept. ERR_EXISTS if the name is taken,
+ * ERR_CORRUPT / ERR_VERSION for a bad file. Must be called outside a bracket.
+ */
+int store_snapshot_import(struct store *st, const char *path, const char *name,
+                          store_manifest_refs_fn refs, void *refs_ctx, struct store_snapshot *out,
+                          struct err *err);
+
+/*
+ * Snapshots built from plain values (the original drun's .drun files, decoded above
+ * this layer). Blobs named by the hashes must already be stored, normally in the same
+ * bracket as this call.
+ */
+struct store_chat_entry {
+    const char *prompt;
+    const char *response;
+};
+struct store_snapshot_cp {
+    int64_t id;
+    int64_t parent;                                   /* -1 for none */
+    const char *tool, *command, *description, *label; /* may be NULL */
+    int has_exit_code;
+    int exit_code;
+    int64_t created_ms;
+    const uint8_t *manifest_hash; /* HASH_LEN bytes, required */
+    const uint8_t *stdout_hash;   /* NULL when empty */
+    int64_t stdout_bytes;
+    const uint8_t *stderr_hash; /* NULL when empty */
+    int64_t stderr_bytes;
+    int64_t file_count, added, modified, removed, logical_bytes;
+    const struct store_step *steps;
+    size_t n_steps;
+    const struct store_change *changes;
+    size_t n_changes;
+};
+struct store_snapshot_new {
+    const char *name;        /* required */
+    const char *description; /* may be NULL */
+    const char *source;      /* where it came from (session id or file stem); required */
+    const char *label, *client, *parent_id; /* may be NULL */
+    int64_t parent_checkpoint;              /* -1 for none */
+    int64_t head;                           /* must name one of cps */
+    int64_t session_created_ms;
+    const struct store_snapshot_cp *cps;
+    size_t n_cps;
+    const struct store_chat_entry *chat;
+    size_t n_chat;
+    const struct store_overlay *overlays;
+    size_t n_overlays;
+};
+int store_snapshot_insert(struct store *st, const struct store_snapshot_new *req,
+                          struct store_snapshot *out, struct err *err);
+
+/*
+ * Unpacks an original-drun .drun file: checks the "DRUN" magic and decompresses the
+ * zstd frame that follows into `json` (whose max bounds it). A missing magic, a
+ * truncated or damaged frame: ERR_CORRUPT with a message saying so.
+ */
+int store_drun_unpack(const void *data, size_t len, struct buf *json, struct err *err);
+
+/*
+ * Reads blob `hash` through another SQLite connection (the sqlite3 CLI's, for the
+ * loadable extension): same checks as store_blob_get, deltas included. `db` is
+ * borrowed and left open; the blob cap is STORE_BLOB_MAX_DEFAULT and out's max.
+ */
+int store_blob_get_conn(struct sqlite3 *db, const uint8_t hash[HASH_LEN], struct buf *out,
+                        struct err *err);
 
 /* ---- escape hatch for modules in this layer only ------------------------------------ */
 

@@ -493,3 +493,65 @@ store_audit_tail(struct store *st, int64_t n, struct store_audit_entry **out, si
     *count = len;
     return 0;
 }
+
+/* Filtered tail: ?1 limit, ?2 session, ?3 tool, ?4 errors only, ?5 after id, ?6 one id. */
+static const char SQL_QUERY[] =
+    "SELECT * FROM (SELECT " AUDIT_COLS " FROM audit WHERE (?2 IS NULL OR session_id = ?2) AND "
+    "(?3 IS NULL OR tool = ?3) AND (?4 = 0 OR outcome <> 'ok') AND id > ?5 AND "
+    "(?6 < 0 OR id = ?6) ORDER BY id DESC LIMIT ?1) ORDER BY id";
+
+int
+store_audit_query(struct store *st, const struct store_audit_filter *f,
+                  struct store_audit_entry **out, size_t *count, struct err *err)
+{
+    struct store_audit_entry *list = NULL;
+    size_t len = 0;
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    *out = NULL;
+    *count = 0;
+    if (f->limit < 1 || f->limit > STORE_AUDIT_TAIL_MAX) {
+        return err_set(err, ERR_INVAL, "row count %lld is outside 1..%d", (long long)f->limit,
+                       STORE_AUDIT_TAIL_MAX);
+    }
+    /* Rarely run, so not in the connection's statement cache. */
+    rc = sqlite3_prepare_v2(st->db, SQL_QUERY, -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(s);
+        return store_sqlerr(st, rc, "read the audit log", err);
+    }
+    sqlite3_bind_int64(s, 1, f->limit);
+    store_bind_text(s, 2, f->session_id);
+    store_bind_text(s, 3, f->tool);
+    sqlite3_bind_int(s, 4, f->errors_only ? 1 : 0);
+    sqlite3_bind_int64(s, 5, f->after_id);
+    sqlite3_bind_int64(s, 6, f->id > 0 ? f->id : -1);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((len & (len - 1)) == 0) { /* grow at powers of two */
+            struct store_audit_entry *grown =
+                mem_realloc(list, (len ? len * 2 : 1) * sizeof(*list));
+            if (grown == NULL) {
+                sqlite3_finalize(s);
+                store_audit_entry_list_free(list, len);
+                return err_set(err, ERR_NOMEM, "cannot read the audit log: out of memory");
+            }
+            list = grown;
+        }
+        memset(&list[len], 0, sizeof(list[len]));
+        if (fill_entry(st, s, &list[len], err) < 0) {
+            sqlite3_finalize(s);
+            store_audit_entry_list_free(list, len + 1);
+            return -1;
+        }
+        len++;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        store_audit_entry_list_free(list, len);
+        return store_sqlerr(st, rc, "read the audit log", err);
+    }
+    *out = list;
+    *count = len;
+    return 0;
+}

@@ -115,5 +115,7 @@ extern const struct tool_def tools_host_defs[];
 extern const size_t tools_host_count;
 extern const struct tool_def tools_bash_defs[]; /* tools_bash.c */
 extern const size_t tools_bash_count;
+extern const struct tool_def tools_fetch_defs[]; /* tools_fetch.c */
+extern const size_t tools_fetch_count;
 
 #endif

@@ -56,9 +56,12 @@ struct bash_run {
     int64_t last_progress_ms;
     int sent_seen; /* seen value of the last notification */
     struct line_track lines[2];
+    struct policy *policy; /* the call's policy (a reference), for the next prepared sandbox */
     /* Where the time goes (logged at debug level; tools/bench/bash_bench reads it). */
     int64_t t0_us, t_sync_us, t_ready_us, t_exit_us;
 };
+
+static void prewarm(struct tools_env *env, struct session *s, struct policy *p);
 
 /* ---- text helpers ------------------------------------------------------------------- */
 
@@ -240,6 +243,7 @@ run_free(struct bash_run *r)
         session_exec_unmount(r->s, r->mounts);
         r->mounts = NULL;
     }
+    policy_unref(r->policy);
     mem_free(r);
 }
 
@@ -280,6 +284,7 @@ bash_on_exit(void *ud, struct sandbox_result *res)
 {
     struct bash_run *r = ud;
     struct tool_call *call = r->call;
+    struct tools_env *env = tool_call_env(call); /* the process's; outlives the call */
     struct session_commit_meta meta;
     struct session_delta d;
     struct store_audit row;
@@ -364,19 +369,23 @@ bash_on_exit(void *ud, struct sandbox_result *res)
     } else {
         cJSON_AddNullToObject(st, "limit_hit");
     }
+    cJSON_AddBoolToObject(st, "warm", res->warm);
     cJSON_AddItemToObject(st, "stdout_tail", tail_json(&res->out));
     cJSON_AddItemToObject(st, "stderr_tail", tail_json(&res->err));
     {
         int64_t t_commit = time_mono_us();
         tool_call_done_json(call, st);
-        log_debug("session_bash timing: %s sync %lld spawn %lld run %lld commit %lld json %lld us",
-                  session_id(r->s), (long long)(r->t_sync_us - r->t0_us),
+        log_debug("session_bash timing: %s warm %d sync %lld spawn %lld run %lld commit %lld "
+                  "json %lld us",
+                  session_id(r->s), res->warm, (long long)(r->t_sync_us - r->t0_us),
                   (long long)(r->t_ready_us - r->t_sync_us),
                   (long long)(r->t_exit_us - r->t_ready_us), (long long)(t_commit - r->t_exit_us),
                   (long long)(time_mono_us() - t_commit));
     }
 out:
     sandbox_result_release(res);
+    /* The answer is out: prepare this session's next sandbox while the agent thinks. */
+    prewarm(env, r->s, r->policy);
     run_free(r);
 }
 
@@ -453,6 +462,112 @@ path_init(void)
     buf_release(&inside);
 }
 
+/* ---- the sandbox spec, and the session's prepared sandbox ------------------------------ */
+
+static const char *const sandbox_env[2] = {"PYTHONPATH=/workspace/.packages/pip",
+                                           "NODE_PATH=/workspace/.packages/npm/node_modules"};
+
+/*
+ * Everything of the spec that comes from the policy and the process: read-only paths
+ * (the daemon's PATH entries, then mount_allowlist), environment and limits. ro must hold
+ * SANDBOX_RO_PATHS_MAX entries.
+ */
+static void
+spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path, const char **ro)
+{
+    size_t n_ro = 0;
+
+    path_init();
+    for (size_t i = 0; i < n_path_dirs && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
+        ro[n_ro++] = path_dirs[i];
+    }
+    for (size_t i = 0; i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
+        if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
+            ro[n_ro++] = p->mount_allowlist.v[i];
+        }
+    }
+    memset(spec, 0, sizeof(*spec));
+    spec->workspace_dir = ws_path;
+    spec->ro_paths = ro;
+    spec->n_ro_paths = n_ro;
+    spec->env = sandbox_env;
+    spec->n_env = 2;
+    spec->path_env = path_env[0] ? path_env : NULL;
+    spec->limits.timeout_ms = p->bash_timeout_ms;
+    spec->limits.memory_bytes = (uint64_t)p->sandbox_memory_mb << 20;
+    spec->limits.cpu_secs = (uint64_t)p->sandbox_cpu_secs;
+    spec->limits.file_size_bytes = (uint64_t)p->sandbox_file_size_mb << 20;
+    spec->limits.nproc = (uint64_t)p->sandbox_max_processes;
+    spec->limits.tmp_size_bytes = (uint64_t)p->sandbox_tmp_size_mb << 20;
+    spec->limits.max_output_bytes = (size_t)p->max_output_bytes;
+    spec->limits.max_command_bytes = SANDBOX_COMMAND_MAX_DEFAULT;
+}
+
+/*
+ * A session's prepared sandbox and the policy object it was built under. A reloaded
+ * config is a new policy object, so holding a reference both pins the identity (no reuse
+ * of the address) and makes "the config changed" a pointer comparison; the sandbox
+ * module checks the rest (mounts, limits, the workspace directory's identity).
+ */
+struct warm_slot {
+    struct sandbox_prep *prep;
+    struct policy *policy;
+};
+
+static void
+warm_slot_free(void *arg)
+{
+    struct warm_slot *w = arg;
+
+    if (w == NULL) {
+        return;
+    }
+    sandbox_prepared_free(w->prep);
+    policy_unref(w->policy);
+    mem_free(w);
+}
+
+/*
+ * Prepares s's next sandbox under policy p, off the call path (after a command's answer
+ * has been sent). Sessions with overlays stay cold: bwrap would create their mount points
+ * in the workspace directory long before the command, under the next sync and rescan.
+ * Failure only costs the next call its warm start.
+ */
+static void
+prewarm(struct tools_env *env, struct session *s, struct policy *p)
+{
+    const char *ro[SANDBOX_RO_PATHS_MAX];
+    const char *ws_path = session_exec_dir_path(s);
+    struct store_overlay *ov = NULL;
+    struct sandbox_spec spec;
+    struct warm_slot *w;
+    size_t n_ov = 0;
+    struct err err;
+
+    session_exec_warm_put(s, NULL, NULL);
+    if (sandbox_warm_mode() == SANDBOX_WARM_OFF || ws_path == NULL || p == NULL ||
+        env->loop == NULL) {
+        return;
+    }
+    if (store_overlay_list(env->store, session_id(s), &ov, &n_ov, &err) < 0 || n_ov > 0) {
+        store_overlay_list_free(ov, n_ov);
+        return;
+    }
+    spec_fill(&spec, p, ws_path, ro);
+    spec.command = "";
+    w = mem_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return;
+    }
+    if (sandbox_prepare(env->loop, &spec, &w->prep, &err) < 0) {
+        log_debug("session '%s': cannot prepare the next sandbox: %s", session_id(s), err.msg);
+        mem_free(w);
+        return;
+    }
+    w->policy = policy_ref(p);
+    session_exec_warm_put(s, w, warm_slot_free);
+}
+
 /* ---- the handler ------------------------------------------------------------------------ */
 
 /* The session limits of this call's policy (as tools_host.c does). */
@@ -479,18 +594,18 @@ session_bash(struct tool_call *call)
     struct bash_run *r = NULL;
     struct ws_dir *dir = NULL;
     struct store_overlay *ov = NULL;
-    size_t n_ov = 0, n_keep = 0, n_ro = 0;
+    size_t n_ov = 0, n_keep = 0;
     struct sandbox_overlay *ovs = NULL;
     const char **keys = NULL;
     int *usable = NULL;
     const char *ro[SANDBOX_RO_PATHS_MAX];
-    const char *envv[2] = {"PYTHONPATH=/workspace/.packages/pip",
-                           "NODE_PATH=/workspace/.packages/npm/node_modules"};
+    struct warm_slot *warm = NULL;
     struct sandbox_spec spec;
     struct sandbox_callbacks cb;
     struct session_err e;
     struct err err;
     size_t len;
+    int rc;
     int64_t t0 = time_mono_us();
 
     if (tools_policy(call, &p) < 0) {
@@ -545,6 +660,7 @@ session_bash(struct tool_call *call)
     r->command = command;
     r->description = description;
     r->t0_us = t0;
+    r->policy = policy_ref(p);
     r->t_sync_us = time_mono_us();
 
     /* Overlays: existing host directories only (a snapshot may name one that is gone). */
@@ -592,42 +708,27 @@ session_bash(struct tool_call *call)
         n_keep = j;
     }
 
-    /* Read-only: the daemon's PATH entries, then the mount_allowlist entries. */
-    path_init();
-    for (size_t i = 0; i < n_path_dirs && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
-        ro[n_ro++] = path_dirs[i];
-    }
-    for (size_t i = 0; i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
-        if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
-            ro[n_ro++] = p->mount_allowlist.v[i];
-        }
-    }
-
-    memset(&spec, 0, sizeof(spec));
-    spec.workspace_dir = ws_dir_path(dir);
-    spec.ro_paths = ro;
-    spec.n_ro_paths = n_ro;
+    spec_fill(&spec, p, ws_dir_path(dir), ro);
     spec.overlays = ovs;
     spec.n_overlays = n_keep;
     spec.command = command;
     spec.command_len = len;
-    spec.env = envv;
-    spec.n_env = 2;
-    spec.path_env = path_env[0] ? path_env : NULL;
-    spec.limits.timeout_ms = p->bash_timeout_ms;
-    spec.limits.memory_bytes = (uint64_t)p->sandbox_memory_mb << 20;
-    spec.limits.cpu_secs = (uint64_t)p->sandbox_cpu_secs;
-    spec.limits.file_size_bytes = (uint64_t)p->sandbox_file_size_mb << 20;
-    spec.limits.nproc = (uint64_t)p->sandbox_max_processes;
-    spec.limits.tmp_size_bytes = (uint64_t)p->sandbox_tmp_size_mb << 20;
-    spec.limits.max_output_bytes = (size_t)p->max_output_bytes;
-    spec.limits.max_command_bytes = SANDBOX_COMMAND_MAX_DEFAULT;
     r->timeout_ms = p->bash_timeout_ms;
 
     cb.on_output = on_output;
     cb.on_exit = bash_on_exit;
     cb.ud = r;
-    if (sandbox_start(env->loop, &spec, &cb, &r->sb, &err) < 0) {
+    /* The session's prepared sandbox, if one waits and still matches; else a cold start. */
+    warm = session_exec_warm_take(s);
+    if (warm != NULL && warm->policy == p &&
+        sandbox_start_prepared(warm->prep, &spec, &cb, &r->sb, &err) == 0) {
+        warm->prep = NULL;
+        rc = 0;
+    } else {
+        rc = sandbox_start(env->loop, &spec, &cb, &r->sb, &err);
+    }
+    warm_slot_free(warm);
+    if (rc < 0) {
         reset_and_leave(r);
         if (err.code == ERR_INVAL || err.code == ERR_TOOBIG) {
             tool_call_done_err(call, TOOL_ERR_INVALID_ARGUMENTS, &err);

@@ -242,8 +242,50 @@ struct mount {
     struct skips skipped;
     cJSON *overlays; /* [{key, host_path}] found, registered after the commit */
     struct buf data; /* one file's contents */
+    struct store *st;
+    int in_tx;      /* a store bracket holds the blobs put since the last batch */
+    size_t batched; /* blobs put in the open bracket */
     struct session_err e;
 };
+
+/*
+ * Fails the mount with a message err_set() cuts to fit (long host paths make long
+ * messages), as session error `kind`.
+ */
+#define MOUNT_FAIL(mt, kind, code, ...)                                                            \
+    (err_set(&(mt)->e.base, (code), __VA_ARGS__), session_fail_err(&(mt)->e, (kind), &(mt)->e.base))
+
+#define BLOB_BATCH 256 /* blobs per transaction: one fsync per batch, not per file */
+
+/*
+ * Puts a blob through the session's ws_blobs, batching BLOB_BATCH puts per store
+ * transaction: a mount of thousands of small files would otherwise pay one fsync each.
+ * The batches commit before the checkpoint's own transaction (brackets do not nest);
+ * blobs of a mount that then fails are unreferenced and go at the next gc.
+ */
+static int
+mount_put(struct mount *mt, const void *data, size_t len, uint8_t hash[HASH_LEN])
+{
+    const struct ws_blobs *blobs = session_mgr_blobs(mt->mgr);
+
+    if (!mt->in_tx) {
+        if (store_begin(mt->st, &mt->e.base) < 0) {
+            return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+        }
+        mt->in_tx = 1;
+    }
+    if (blobs->put(blobs->ctx, data, len, hash, &mt->e.base) < 0) {
+        return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+    }
+    if (++mt->batched >= BLOB_BATCH) {
+        mt->batched = 0;
+        mt->in_tx = 0;
+        if (store_commit(mt->st, &mt->e.base) < 0) {
+            return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+        }
+    }
+    return 0;
+}
 
 static const char *
 special_kind(mode_t m)
@@ -266,11 +308,11 @@ mount_too_big(struct mount *mt, uint64_t would_be, const char *key)
     char q[300];
 
     pathkey_quote(key, strlen(key), q, sizeof(q));
-    session_fail(&mt->e, SESSION_E_SIZE, ERR_TOOBIG,
-                 "workspace size %llu bytes exceeds limit of %llu bytes (reading '%s' passed "
-                 "max_workspace_mb); mount a smaller directory or ask the operator to raise "
-                 "max_workspace_mb",
-                 (unsigned long long)would_be, (unsigned long long)mt->limit, q);
+    MOUNT_FAIL(mt, SESSION_E_SIZE, ERR_TOOBIG,
+               "workspace size %llu bytes exceeds limit of %llu bytes (reading '%s' passed "
+               "max_workspace_mb); mount a smaller directory or ask the operator to raise "
+               "max_workspace_mb",
+               (unsigned long long)would_be, (unsigned long long)mt->limit, q);
     mt->e.d1 = (int64_t)would_be;
     mt->e.d2 = (int64_t)mt->limit;
     return -1;
@@ -283,9 +325,9 @@ mount_stage(struct mount *mt, const char *key, int type, uint64_t size, const ui
     struct ws_entry ent;
 
     if (++mt->entries > MOUNT_ENTRY_MAX) {
-        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
-                            "'%s' holds more than %d entries; mount a smaller directory",
-                            mt->host_root, MOUNT_ENTRY_MAX);
+        return MOUNT_FAIL(mt, SESSION_E_ARGS, ERR_TOOBIG,
+                          "'%s' holds more than %d entries; mount a smaller directory",
+                          mt->host_root, MOUNT_ENTRY_MAX);
     }
     memset(&ent, 0, sizeof(ent));
     ent.path = (char *)key;
@@ -304,7 +346,6 @@ mount_stage(struct mount *mt, const char *key, int type, uint64_t size, const ui
 static int
 mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
 {
-    const struct ws_blobs *blobs = session_mgr_blobs(mt->mgr);
     uint8_t hash[HASH_LEN];
     uint64_t room = mt->limit - mt->bytes;
 
@@ -316,16 +357,15 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
     for (;;) {
         ssize_t n;
         if (buf_grow(&mt->data, READ_CHUNK) < 0) {
-            return session_fail(&mt->e, SESSION_E_OTHER, ERR_NOMEM, "out of memory reading '%s'",
-                                key);
+            return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_NOMEM, "out of memory reading '%s'", key);
         }
         n = read(fd, mt->data.data + mt->data.len, READ_CHUNK);
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n < 0) {
-            return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot read '%s/%s': %s",
-                                mt->host_root, key, strerror(errno));
+            return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot read '%s/%s': %s", mt->host_root,
+                              key, strerror(errno));
         }
         if (n == 0) {
             break;
@@ -336,8 +376,8 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
         mt->data.len += (size_t)n;
         mt->data.data[mt->data.len] = '\0';
     }
-    if (blobs->put(blobs->ctx, mt->data.data, mt->data.len, hash, &mt->e.base) < 0) {
-        return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+    if (mount_put(mt, mt->data.data, mt->data.len, hash) < 0) {
+        return -1;
     }
     mt->bytes += mt->data.len;
     mt->files++;
@@ -348,7 +388,6 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
 static int
 mount_link(struct mount *mt, int dirfd, const char *name, const char *key)
 {
-    const struct ws_blobs *blobs = session_mgr_blobs(mt->mgr);
     char target[PATH_MAX];
     uint8_t hash[HASH_LEN];
     ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
@@ -357,8 +396,8 @@ mount_link(struct mount *mt, int dirfd, const char *name, const char *key)
         skips_add(&mt->skipped, key, n < 0 ? "unreadable symlink" : "symlink target too long");
         return 0;
     }
-    if (blobs->put(blobs->ctx, target, (size_t)n, hash, &mt->e.base) < 0) {
-        return session_fail_err(&mt->e, SESSION_E_OTHER, &mt->e.base);
+    if (mount_put(mt, target, (size_t)n, hash) < 0) {
+        return -1;
     }
     mt->files++;
     return mount_stage(mt, key, WS_SYMLINK, (uint64_t)n, hash);
@@ -391,16 +430,16 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
 
     if (depth > MOUNT_DEPTH_MAX) {
         close(fd);
-        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
-                            "'%s/%s' is nested deeper than %d levels; mount a shallower "
-                            "directory",
-                            mt->host_root, prefix, MOUNT_DEPTH_MAX);
+        return MOUNT_FAIL(mt, SESSION_E_ARGS, ERR_TOOBIG,
+                          "directories are nested deeper than %d levels below '%s'; mount a "
+                          "shallower directory",
+                          MOUNT_DEPTH_MAX, mt->host_root);
     }
     d = fdopendir(fd);
     if (d == NULL) {
         close(fd);
-        return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s",
-                            mt->host_root, prefix, strerror(errno));
+        return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
+                          prefix, strerror(errno));
     }
     buf_init(&key, PATHKEY_MAX + 1);
     while ((errno = 0, de = readdir(d)) != NULL) {
@@ -426,8 +465,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
             if (errno == ENOENT) {
                 continue; /* gone since readdir */
             }
-            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
-                         key.data, strerror(errno));
+            MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
+                       key.data, strerror(errno));
             goto out;
         }
         if (S_ISLNK(sb.st_mode)) {
@@ -462,8 +501,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
                 skips_add(&mt->skipped, key.data, "changed while being read");
                 continue;
             }
-            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
-                         key.data, strerror(errno));
+            MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
+                       key.data, strerror(errno));
             goto out;
         }
         if (fstat(cfd, &fsb) < 0 || fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
@@ -486,8 +525,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
         rc = -1;
     }
     if (errno != 0) {
-        session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
-                     prefix, strerror(errno));
+        MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root, prefix,
+                   strerror(errno));
         goto out;
     }
     /* An empty directory below the top is kept as one (checkpoints keep them). */
@@ -648,6 +687,7 @@ session_mount(struct tool_call *call)
     mt.call = call;
     mt.p = p;
     mt.mgr = env->sessions;
+    mt.st = env->store;
     mt.host_root = hp.resolved;
     mt.limit = (uint64_t)p->max_workspace_mb * (uint64_t)MIB;
     mt.skipped.list = cJSON_CreateArray();
@@ -677,6 +717,14 @@ session_mount(struct tool_call *call)
             goto out;
         }
         if (mount_file(&mt, fd, &sb, base) < 0) {
+            tsess_fail(call, &mt.e);
+            goto out;
+        }
+    }
+    if (mt.in_tx) {
+        mt.in_tx = 0;
+        if (store_commit(mt.st, &mt.e.base) < 0) {
+            session_fail_err(&mt.e, SESSION_E_OTHER, &mt.e.base);
             tsess_fail(call, &mt.e);
             goto out;
         }
@@ -723,6 +771,9 @@ session_mount(struct tool_call *call)
 out:
     if (fd >= 0) {
         close(fd);
+    }
+    if (mt.in_tx) {
+        store_rollback(mt.st);
     }
     session_edit_abort(mt.ed);
     if (s != NULL) {

@@ -47,6 +47,7 @@ ws_stat_from(struct ws_stat *c, const struct stat *st)
     c->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
     c->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
     c->mode = (uint32_t)st->st_mode;
+    c->nlink = (uint32_t)st->st_nlink;
 }
 
 int
@@ -68,7 +69,7 @@ ws_stat_unrace(struct ws_stat *cache, size_t n, int64_t stamp_ns, int64_t window
     for (size_t i = 0; i < n; i++) {
         if (cache[i].mtime_ns >= stamp_ns - window_ns ||
             cache[i].ctime_ns >= stamp_ns - window_ns) {
-            cache[i].mode = 0;
+            cache[i].mode = 0; /* nlink stays: ws_watch.c needs it */
         }
     }
 }
@@ -89,6 +90,7 @@ ws_dir_adopt(struct ws_dir *d, struct ws_manifest *m, struct ws_stat *cache)
     mem_free(d->cache);
     d->man = m;
     d->cache = cache;
+    ws_watch_settle(d);
 }
 
 int
@@ -127,6 +129,7 @@ ws_dir_open(const char *path, struct ws_dir **out, struct err *err)
     }
     d->dirty = !created;
     d->racy_ns = WS_RACY_NS;
+    ws_watch_open(d);
     *out = d;
     return 0;
 fail:
@@ -143,6 +146,7 @@ ws_dir_close(struct ws_dir *d)
     if (d->root_fd >= 0) {
         close(d->root_fd);
     }
+    ws_watch_close(d->watch);
     ws_manifest_free(d->man);
     mem_free(d->cache);
     mem_free(d->root_path);
@@ -364,7 +368,10 @@ remove_path(struct ws_dir *d, const char *path, const struct ws_manifest *keep, 
             name[nlen] = '\0';
             if (unlinkat(pfd, name, AT_REMOVEDIR) != 0) {
                 close(pfd);
-                break; /* not empty (or not a directory): leave it */
+                /* not empty (a skipped entry is left in it), or not a directory: leave it,
+                 * and since no manifest names it, let the next rescan find it */
+                ws_watch_full_next(d);
+                break;
             }
         }
         close(pfd);
@@ -610,6 +617,7 @@ ws_dir_resync(struct ws_dir *d, const struct ws_manifest *m, const struct ws_blo
         }
     }
     ws_stat_unrace(r.cache, m->n, ws_now_ns(), d->racy_ns);
+    ws_watch_set_skips(d, NULL); /* the walk removed every skipped entry */
     ws_dir_adopt(d, nm, r.cache);
     nm = NULL;
     r.cache = NULL;

@@ -53,7 +53,8 @@ struct ws_stat {
     int64_t size;
     int64_t mtime_ns;
     int64_t ctime_ns;
-    uint32_t mode; /* st_mode, type bits included */
+    uint32_t mode;  /* st_mode, type bits included */
+    uint32_t nlink; /* st_nlink: kept when the rest is dropped (ws_watch.c) */
 };
 
 void ws_stat_from(struct ws_stat *c, const struct stat *st);
@@ -75,6 +76,11 @@ int64_t ws_now_ns(void);
 
 /* ---- the directory object -------------------------------------------------------- */
 
+struct ws_watch; /* ws_watch.c */
+
+/* How the last rescan went (for tests and the bench). */
+enum ws_scan_kind { WS_SCAN_FULL = 1, WS_SCAN_NONE = 2, WS_SCAN_DIRTY = 3 };
+
 struct ws_dir {
     int root_fd;               /* O_PATH|O_DIRECTORY on the root */
     char *root_path;           /* for messages */
@@ -83,13 +89,71 @@ struct ws_dir {
     struct ws_dir_stats stats; /* cumulative counters */
     int dirty;                 /* disk may differ from man: next sync is a full one */
     int64_t racy_ns;           /* the racy window, WS_RACY_NS (tests may change it) */
+    struct ws_watch *watch;    /* inotify state; NULL: every rescan is a full one */
+    int last_scan;             /* enum ws_scan_kind of the last successful rescan */
+    uint64_t stat_calls;       /* fstatat calls made by rescans (tests count them) */
 };
 
 /* The parent part and the leaf of a normal-form key ("a/b/c" -> "a/b", "c"). */
 void ws_split(const char *path, size_t *parent_len, const char **leaf);
 
-/* Replaces d's manifest and cache (taking ownership of both). */
+/*
+ * Replaces d's manifest and cache (taking ownership of both). Called only when the disk
+ * equals m (a successful sync, resync or rescan), so it also settles the watches.
+ */
 void ws_dir_adopt(struct ws_dir *d, struct ws_manifest *m, struct ws_stat *cache);
+
+/* ---- change watching (ws_watch.c) ---------------------------------------------------- */
+
+/* Sets up d->watch (an inotify instance); without one, d->watch stays NULL. */
+void ws_watch_open(struct ws_dir *d);
+
+/* Frees the watch state and closes its instance; NULL is a no-op. */
+void ws_watch_close(struct ws_watch *w);
+
+/*
+ * The disk equals d->man: discards queued events (drun's own writes), rebuilds the
+ * table if a path in it may be stale, watches every directory of the tree not yet
+ * watched, and records the directories holding files with more than one link. A failed
+ * watch makes the next rescans full ones (until a later settle watches everything).
+ */
+void ws_watch_settle(struct ws_dir *d);
+
+/*
+ * Replaces the directories holding entries the last scan skipped (taking `dirs`, keys
+ * NUL-terminated one after another, and leaving it empty); NULL clears them (a resync
+ * removed them all). These directories are rescanned every time, so every rescan
+ * reports the same skipped entries a full one would.
+ */
+void ws_watch_set_skips(struct ws_dir *d, struct buf *dirs);
+
+enum ws_watch_result {
+    WS_WATCH_FULL = 1, /* no usable record of the changes: scan everything */
+    WS_WATCH_NONE = 2, /* nothing changed since the last settle */
+    WS_WATCH_SOME = 3, /* the directories ws_watch_state() calls dirty changed */
+};
+
+/* At the start of a rescan: reads every queued event into the dirty set. */
+int ws_watch_collect(struct ws_dir *d);
+
+/* 0: p[0..n) is not a watched directory; 1: watched and unchanged; 2: watched, changed. */
+int ws_watch_state(const struct ws_watch *w, const char *p, size_t n);
+
+/* The next changed (dirty, still watched) directory after *pos (start at 0), or NULL. */
+const char *ws_watch_next_dirty(const struct ws_watch *w, size_t *pos);
+
+/*
+ * The disk may now hold a directory that no manifest names and no watch covers (an
+ * incremental sync could not remove a directory because a skipped entry, such as a
+ * FIFO, is still in it): the next rescan is a full one.
+ */
+void ws_watch_full_next(struct ws_dir *d);
+
+/* Test hooks: 1 makes inotify unavailable to later opens, 2 makes every watch fail. */
+void ws_watch_test_fail(int mode);
+
+/* Test hook: forgets the watch of directory p (the kernel keeps it): its wd is unknown. */
+void ws_watch_test_forget(struct ws_dir *d, const char *p);
 
 /* ---- safe file-system operations (ws_fs.c) ------------------------------------------ */
 

@@ -10,6 +10,17 @@
  *
  * Entries are collected unsorted with their stat, sorted once at the end, and become
  * the directory's manifest and stat cache only if the whole scan succeeded.
+ *
+ * Incremental rescans. When ws_watch.c can say which directories the command changed
+ * (ws_watch_collect), nothing else is looked at: no change at all returns at once;
+ * otherwise the new manifest is the old entries whose directory did not change (with
+ * their cache), plus a flat listing of every changed directory (files and links
+ * stat'ed and re-read only if their stat changed, as in a full scan; subdirectories that
+ * existed before are left to their own events; new ones are scanned in full), plus
+ * WS_DIR entries for changed directories that are now empty. Entries below directories
+ * that are gone are dropped with their directory. Any surprise (a file with a link
+ * the cache did not know, a changed directory that cannot be listed, a limit passed, an
+ * inconsistent result) makes it a full scan instead; ws_watch.c has the safety argument.
  */
 #include "workspace/ws_int.h"
 
@@ -19,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/log.h"
 #include "util/mem.h"
 #include "util/pathkey.h"
 
@@ -31,6 +43,9 @@ struct scan_item {
 
 struct scan {
     struct ws_dir *d;
+    int incremental;  /* listing changed directories only (rescan_dirty) */
+    size_t base_n;    /* entries kept from the old manifest (count towards max_entries) */
+    struct buf skips; /* parents of skipped entries, NUL-terminated each */
     const struct ws_limits *lim;
     const struct ws_blobs *blobs;
     struct ws_scan_report *report;
@@ -46,7 +61,14 @@ skip(struct scan *s, const char *path, size_t len, const char *why)
 {
     struct ws_scan_report *r = s->report;
     char q[QMAX];
+    size_t plen = len;
 
+    /* Remember the directory, so that later rescans list it again and report it too. */
+    while (plen > 0 && path[plen - 1] != '/') {
+        plen--;
+    }
+    buf_append(&s->skips, path, plen ? plen - 1 : 0);
+    buf_putc(&s->skips, '\0');
     if (r == NULL) {
         return;
     }
@@ -87,7 +109,7 @@ add_item(struct scan *s, int type, uint64_t size, const uint8_t *hash, const str
 {
     struct scan_item *it;
 
-    if (s->lim != NULL && s->lim->max_entries != 0 && s->n + 1 > s->lim->max_entries) {
+    if (s->lim != NULL && s->lim->max_entries != 0 && s->base_n + s->n + 1 > s->lim->max_entries) {
         return err_set(err, ERR_TOOBIG,
                        "workspace has more than %llu entries (the max_entries limit); delete "
                        "files or raise the limit",
@@ -258,9 +280,35 @@ name_ok(const char *name)
     return pathkey_check(name, strlen(name), &e) == 0;
 }
 
-/* Scans the directory at s->path; *added gets the number of entries found below it. */
+/*
+ * In an incremental scan, a file with several links must be one the cache knew with
+ * several links at this name: the other names' directories are then rescanned every
+ * time (ws_watch.c). A new link may have other names in directories that saw no event.
+ */
 static int
-scan_dir(struct scan *s, size_t *added, struct err *err)
+known_links(struct scan *s, const struct stat *st, const char *q, struct err *err)
+{
+    const struct ws_dir *d = s->d;
+    size_t i;
+
+    if (!s->incremental || st->st_nlink <= 1) {
+        return 0;
+    }
+    i = ws_manifest_find(d->man, s->path.data, s->path.len);
+    if (i == (size_t)-1 || d->cache == NULL || d->cache[i].ino != (uint64_t)st->st_ino ||
+        d->cache[i].nlink <= 1) {
+        return err_set(err, ERR_INTERNAL, "'%s' has a new hard link; a full rescan is needed", q);
+    }
+    return 0;
+}
+
+/*
+ * Scans the directory at s->path; *added gets the number of entries found below it.
+ * `flat`: subdirectories that are watched are not entered (their own events say
+ * whether they changed); the others are new and scanned in full.
+ */
+static int
+scan_dir(struct scan *s, size_t *added, int flat, struct err *err)
 {
     struct buf names;
     size_t base = s->path.len;
@@ -296,6 +344,7 @@ scan_dir(struct scan *s, size_t *added, struct err *err)
             continue;
         }
         pathkey_quote(s->path.data, s->path.len, q, sizeof(q));
+        s->d->stat_calls++;
         if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
             if (errno == ENOENT) {
                 continue;
@@ -305,14 +354,17 @@ scan_dir(struct scan *s, size_t *added, struct err *err)
         }
         if (S_ISDIR(st.st_mode)) {
             size_t below = 0;
-            if (scan_dir(s, &below, err) != 0) {
+            if (flat && ws_watch_state(s->d->watch, s->path.data, s->path.len) != 0) {
+                continue;
+            }
+            if (scan_dir(s, &below, 0, err) != 0) {
                 goto out;
             }
             if (below == 0 && add_item(s, WS_DIR, 0, NULL, &st, err) != 0) {
                 goto out;
             }
         } else if (S_ISREG(st.st_mode)) {
-            if (scan_file(s, pfd, name, &st, q, err) != 0) {
+            if (known_links(s, &st, q, err) != 0 || scan_file(s, pfd, name, &st, q, err) != 0) {
                 goto out;
             }
         } else if (S_ISLNK(st.st_mode)) {
@@ -343,9 +395,38 @@ cmp_items(const void *a, const void *b)
     return strcmp(((const struct scan_item *)a)->e.path, ((const struct scan_item *)b)->e.path);
 }
 
-int
-ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct ws_blobs *blobs,
-              struct ws_scan_report *report, struct err *err)
+static void
+scan_init(struct scan *s, struct ws_dir *d, const struct ws_limits *limits,
+          const struct ws_blobs *blobs, struct ws_scan_report *report)
+{
+    memset(s, 0, sizeof(*s));
+    s->d = d;
+    s->lim = limits;
+    s->blobs = blobs;
+    s->report = report;
+    buf_init(&s->path, (size_t)1 << 20);
+    buf_init(&s->data, 0);
+    buf_init(&s->skips, (size_t)16 << 20);
+    if (report != NULL) {
+        memset(report, 0, sizeof(*report));
+    }
+}
+
+static void
+scan_release(struct scan *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        mem_free(s->items[i].e.path);
+    }
+    mem_free(s->items);
+    buf_release(&s->path);
+    buf_release(&s->data);
+    buf_release(&s->skips);
+}
+
+static int
+rescan_full(struct ws_dir *d, const struct ws_limits *limits, const struct ws_blobs *blobs,
+            struct ws_scan_report *report, struct err *err)
 {
     struct scan s;
     struct ws_manifest *nm = NULL;
@@ -353,17 +434,8 @@ ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct ws_
     size_t added = 0;
     int rc = -1;
 
-    memset(&s, 0, sizeof(s));
-    s.d = d;
-    s.lim = limits;
-    s.blobs = blobs;
-    s.report = report;
-    buf_init(&s.path, (size_t)1 << 20);
-    buf_init(&s.data, 0);
-    if (report != NULL) {
-        memset(report, 0, sizeof(*report));
-    }
-    if (scan_dir(&s, &added, err) != 0) {
+    scan_init(&s, d, limits, blobs, report);
+    if (scan_dir(&s, &added, 0, err) != 0) {
         goto out;
     }
     if (s.n > 1) {
@@ -389,22 +461,311 @@ ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct ws_
         goto out;
     }
     ws_stat_unrace(cache, nm->n, ws_now_ns(), d->racy_ns);
+    ws_watch_set_skips(d, &s.skips);
     ws_dir_adopt(d, nm, cache);
     nm = NULL;
     cache = NULL;
     d->dirty = 0;
+    d->last_scan = WS_SCAN_FULL;
     rc = 0;
 out:
     if (rc != 0) {
         d->dirty = 1;
     }
-    for (size_t i = 0; i < s.n; i++) {
-        mem_free(s.items[i].e.path);
-    }
-    mem_free(s.items);
+    scan_release(&s);
     ws_manifest_free(nm);
     mem_free(cache);
-    buf_release(&s.path);
-    buf_release(&s.data);
     return rc;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * 1 if the new manifest will have an entry below directory p[0..n): an old entry kept,
+ * one of the first `nsorted` items (sorted), or one of the items after them.
+ */
+static int
+has_below(const struct scan *s, const unsigned char *kept, size_t nsorted, const char *p, size_t n)
+{
+    const struct ws_manifest *old = s->d->man;
+    size_t lo = 0, hi = nsorted;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *q = s->items[mid].e.path;
+        int c = strncmp(q, p, n);
+        if (c == 0) {
+            c = (unsigned char)q[n] - (unsigned char)'/';
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < nsorted && strncmp(s->items[lo].e.path, p, n) == 0 && s->items[lo].e.path[n] == '/') {
+        return 1;
+    }
+    for (size_t i = nsorted; i < s->n; i++) {
+        if (strncmp(s->items[i].e.path, p, n) == 0 && s->items[i].e.path[n] == '/') {
+            return 1;
+        }
+    }
+    for (size_t i = ws_manifest_lower(old, p, n, '/');
+         i < old->n && strncmp(old->v[i].path, p, n) == 0 && old->v[i].path[n] == '/'; i++) {
+        if (kept[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Checks a manifest merged from kept (already consistent) and new entries: the whole
+ * order, and for each new entry, no entry above it and none below it.
+ */
+static int
+check_merged(const struct ws_manifest *m, const unsigned char *isnew, struct err *err)
+{
+    for (size_t k = 0; k < m->n; k++) {
+        const char *p = m->v[k].path;
+        size_t len;
+        if (k > 0 && strcmp(m->v[k - 1].path, p) >= 0) {
+            return err_set(err, ERR_INTERNAL, "incremental rescan put entries out of order");
+        }
+        if (!isnew[k]) {
+            continue;
+        }
+        len = strlen(p);
+        for (size_t j = 0; j < len; j++) {
+            if ((p[j] == '/' && ws_manifest_find(m, p, j) != (size_t)-1) ||
+                (j + 1 == len && ws_manifest_has_under(m, p, len))) {
+                char q[QMAX];
+                pathkey_quote(p, len, q, sizeof(q));
+                return err_set(err, ERR_INTERNAL,
+                               "incremental rescan found '%s' above or below another entry", q);
+            }
+        }
+    }
+    return 0;
+}
+
+/* The incremental rescan (see the top of the file); any failure means "scan in full". */
+static int
+rescan_dirty(struct ws_dir *d, const struct ws_limits *limits, const struct ws_blobs *blobs,
+             struct ws_scan_report *report, struct err *err)
+{
+    const struct ws_manifest *old = d->man;
+    struct scan s;
+    struct ws_manifest *nm = NULL;
+    struct ws_stat *cache = NULL;
+    unsigned char *kept = NULL, *isnew = NULL;
+    const char **dirs = NULL;
+    size_t ndirs = 0, nkept = 0, nsorted, total, pos, i, j, k;
+    const char *prev = NULL, *dir;
+    size_t prevlen = 0, reused = 0;
+    int prevclean = 0;
+    int rc = -1;
+
+    scan_init(&s, d, limits, blobs, report);
+    s.incremental = 1;
+    kept = mem_calloc(old->n ? old->n : 1, 1);
+    if (kept == NULL) {
+        err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+        goto out;
+    }
+    /* Old entries whose directory saw no event stay, with their cache. */
+    for (i = 0; i < old->n; i++) {
+        const struct ws_entry *e = &old->v[i];
+        int clean;
+        if (e->type == WS_DIR) {
+            clean = ws_watch_state(d->watch, e->path, strlen(e->path)) == 1;
+        } else {
+            size_t dlen;
+            const char *leaf;
+            ws_split(e->path, &dlen, &leaf);
+            if (prev == NULL || dlen != prevlen || memcmp(prev, e->path, dlen) != 0) {
+                prev = e->path;
+                prevlen = dlen;
+                prevclean = ws_watch_state(d->watch, e->path, dlen) == 1;
+            }
+            clean = prevclean;
+        }
+        if (clean) {
+            kept[i] = 1;
+            nkept++;
+            if (e->type == WS_FILE || e->type == WS_EXEC) {
+                s.bytes += e->size;
+            }
+            if (e->type != WS_DIR) {
+                reused++;
+            }
+        }
+    }
+    s.base_n = nkept;
+    if (limits != NULL && ((limits->max_entries != 0 && nkept > limits->max_entries) ||
+                           (limits->max_bytes != 0 && s.bytes > limits->max_bytes))) {
+        err_set(err, ERR_TOOBIG, "workspace is over a limit");
+        goto out;
+    }
+    /* List each changed directory again. */
+    for (pos = 0; (dir = ws_watch_next_dirty(d->watch, &pos)) != NULL;) {
+        size_t below = 0;
+        const char **v = mem_realloc(dirs, (ndirs + 1) * sizeof(*dirs));
+        if (v == NULL) {
+            err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+            goto out;
+        }
+        dirs = v;
+        dirs[ndirs++] = dir;
+        buf_reset(&s.path);
+        buf_puts(&s.path, dir);
+        if (buf_failed(&s.path)) {
+            buf_err(&s.path, "a workspace path", err);
+            goto out;
+        }
+        if (scan_dir(&s, &below, 1, err) != 0) {
+            goto out;
+        }
+    }
+    if (s.n > 1) {
+        qsort(s.items, s.n, sizeof(s.items[0]), cmp_items);
+    }
+    /* Changed directories left with nothing below them are empty-directory entries;
+     * deepest first, so that a parent sees its empty children. */
+    if (ndirs > 1) {
+        qsort(dirs, ndirs, sizeof(*dirs), cmp_str);
+    }
+    nsorted = s.n;
+    for (k = ndirs; k-- > 0;) {
+        size_t n = strlen(dirs[k]);
+        struct stat st;
+        int fd;
+        if (n == 0 || has_below(&s, kept, nsorted, dirs[k], n)) {
+            continue;
+        }
+        if (ws_fs_open_dir(d->root_fd, dirs[k], n, 0, &fd, err) != 0) {
+            goto out;
+        }
+        if (fstat(fd, &st) != 0) {
+            close(fd);
+            err_set(err, ERR_IO, "cannot inspect a workspace directory: %s", strerror(errno));
+            goto out;
+        }
+        close(fd);
+        buf_reset(&s.path);
+        buf_puts(&s.path, dirs[k]);
+        if (buf_failed(&s.path) || add_item(&s, WS_DIR, 0, NULL, &st, err) != 0) {
+            goto out;
+        }
+    }
+    if (s.n > nsorted) {
+        qsort(s.items, s.n, sizeof(s.items[0]), cmp_items);
+    }
+    /* Merge the kept entries and the new items, both in order. */
+    total = nkept + s.n;
+    if (ws_manifest_new(&nm, err) != 0) {
+        goto out;
+    }
+    nm->v = mem_calloc(total ? total : 1, sizeof(*nm->v));
+    cache = mem_calloc(total ? total : 1, sizeof(*cache));
+    isnew = mem_calloc(total ? total : 1, 1);
+    if (nm->v == NULL || cache == NULL || isnew == NULL) {
+        err_set(err, ERR_NOMEM, "cannot scan the workspace: out of memory");
+        goto out;
+    }
+    nm->cap = total ? total : 1;
+    for (i = 0, j = 0, k = 0; k < total; k++) {
+        while (i < old->n && !kept[i]) {
+            i++;
+        }
+        if (j < s.n && (i >= old->n || strcmp(s.items[j].e.path, old->v[i].path) < 0)) {
+            nm->v[k] = s.items[j].e;
+            cache[k] = s.items[j].st;
+            isnew[k] = 1;
+            j++;
+        } else {
+            nm->v[k] = old->v[i];
+            cache[k] = d->cache[i];
+            i++;
+        }
+    }
+    nm->n = total;
+    if (check_merged(nm, isnew, err) != 0) {
+        goto out;
+    }
+    /* Committed: the paths move to nm (kept ones from the old manifest). */
+    for (i = 0; i < old->n; i++) {
+        if (kept[i]) {
+            old->v[i].path = NULL;
+        }
+    }
+    for (i = 0; i < s.n; i++) {
+        s.items[i].e.path = NULL;
+    }
+    ws_stat_unrace(cache, nm->n, ws_now_ns(), d->racy_ns);
+    ws_watch_set_skips(d, &s.skips);
+    ws_dir_adopt(d, nm, cache);
+    nm = NULL;
+    cache = NULL;
+    /* entries kept unlooked-at count as reused, as a full scan would count them */
+    d->stats.files_reused += reused;
+    if (report != NULL) {
+        report->files_reused += reused;
+    }
+    d->last_scan = WS_SCAN_DIRTY;
+    rc = 0;
+out:
+    if (nm != NULL) {
+        /* its paths are borrowed from the old manifest and the items */
+        mem_free(nm->v);
+        mem_free(nm);
+    }
+    scan_release(&s);
+    mem_free(cache);
+    mem_free(kept);
+    mem_free(isnew);
+    mem_free(dirs);
+    return rc;
+}
+
+int
+ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct ws_blobs *blobs,
+              struct ws_scan_report *report, struct err *err)
+{
+    int how = WS_WATCH_FULL;
+
+    if (report != NULL) {
+        memset(report, 0, sizeof(*report));
+    }
+    if (!d->dirty && d->cache != NULL) {
+        how = ws_watch_collect(d);
+    }
+    if (how == WS_WATCH_NONE) {
+        /* Nothing changed; only a limit lowered since the last scan can make it fail. */
+        if (limits == NULL ||
+            ((limits->max_entries == 0 || d->man->n <= limits->max_entries) &&
+             (limits->max_bytes == 0 || ws_manifest_bytes(d->man) <= limits->max_bytes))) {
+            size_t files = ws_manifest_files(d->man);
+            d->stats.files_reused += files;
+            if (report != NULL) {
+                report->files_reused = files;
+            }
+            d->last_scan = WS_SCAN_NONE;
+            return 0;
+        }
+    } else if (how == WS_WATCH_SOME) {
+        if (rescan_dirty(d, limits, blobs, report, err) == 0) {
+            return 0;
+        }
+        /* A surprise, or an error a full scan will report in its own words. */
+        log_debug("workspace '%s': %s; scanning it in full", d->root_path, err->msg);
+        ws_scan_report_release(report);
+        err_clear(err);
+    }
+    return rescan_full(d, limits, blobs, report, err);
 }

@@ -10,10 +10,34 @@
 // read-only mount_allowlist directory, so nothing here depends on timing.
 import { mkdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { MCP, Results, assert, assertEq, makeTmp, sqlite } from './lib.mjs';
+
+// Without DRUN_SANDBOX_WARM the whole file runs twice: every command cold, then every
+// command in a prepared sandbox (warm), as the security suites do.
+if (!process.env.DRUN_SANDBOX_WARM) {
+  let passed = 0, failed = 0, skipped = 0;
+  for (const mode of ['off', 'always']) {
+    const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url)], { env: { ...process.env, DRUN_SANDBOX_WARM: mode }, encoding: 'utf8', maxBuffer: 64 << 20 });
+    if (r.status === 77) skipped++;
+    for (const line of (r.stdout || '').split('\n')) {
+      const m = /^(\d+) passed, (\d+) failed$/.exec(line);
+      if (m) {
+        passed += Number(m[1]);
+        failed += Number(m[2]);
+      } else if (line) console.log(line.replace(/^(ok|FAIL|skip) /, `$1 [${mode}] `));
+    }
+    if (r.status !== 0 && r.status !== 77 && !/passed, \d+ failed/.test(r.stdout || '')) {
+      failed++;
+      console.log(`FAIL [${mode}] test_bash exited ${r.status}: ${(r.stderr || '').slice(-300)}`);
+    }
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 ? (skipped === 2 ? 77 : 0) : 1);
+}
 
 const R = new Results();
 if (!existsSync(MCP)) {

@@ -27,7 +27,8 @@ check_query() {
         t_fail "no query $n in schema/README.md"
         return
     fi
-    got=$(sqlite3 -readonly "$db" "$sql" 2>&1)
+    # The extension is loaded for every query; only query 14 needs it.
+    got=$(sqlite3 -readonly -cmd ".load $BUILD/drun-sqlite" "$db" "$sql" 2>&1)
     if [ "$got" = "$want" ]; then t_ok; else t_fail "query $n gave:
 $got
 expected:
@@ -61,6 +62,38 @@ session_write_files|1|1"
 
 t_begin "cookbook 7: removed files"
 check_query 7 "scratch|closed|1|README"
+
+t_begin "cookbook 8: the last 20 calls"
+check_query 8 "6|session_close|ok|
+4|session_bash|error|command_failed
+3|session_bash|ok|
+2|session_write_files|ok|
+1|session_create|ok|"
+
+t_begin "cookbook 9: failed calls by error code"
+check_query 9 "command_failed|1
+domain_not_allowed|1"
+
+t_begin "cookbook 10: every command a session ran"
+check_query 10 "2|make|0|live
+3|make test|2|live"
+
+t_begin "cookbook 11: stored vs logical bytes"
+check_query 11 "11|548|548|1.0"
+
+t_begin "cookbook 12: denials in the last day"
+check_query 12 "session_fetch|domain_not_allowed|example.org not in allowlist"
+
+t_begin "cookbook 13: sessions by client"
+check_query 13 "claude-code|2|1"
+
+t_begin "cookbook 14: a file's text at a checkpoint, through the extension"
+check_query 14 "src/main.c|29|int main(void) { return 0; }"
+
+t_begin "cookbook 15: snapshots at a glance"
+sid=$(sqlite3 "$db" "SELECT id FROM sessions WHERE label = 'build-demo'")
+"$BUILD/drun-admin" --db "$db" snapshot create "$sid" --name before-fix >/dev/null
+check_query 15 "before-fix|build-demo|4|3|46"
 
 t_begin "at least five cookbook queries"
 [ -n "$(query 5)" ] && t_ok || t_fail "fewer than five sql blocks"

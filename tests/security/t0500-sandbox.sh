@@ -34,8 +34,12 @@ run_pass() {
     grep -E '^    ' "$out" | head -40
 }
 
+# Each pass runs twice: cold (bwrap started per command) and warm (every command in a
+# prepared sandbox released through --block-fd, DRUN_SANDBOX_WARM=always).
 me=$(id -un)
-run_pass "$me" "$bin"
+for warm in off always; do
+    run_pass "$me-$warm" env DRUN_SANDBOX_WARM=$warm "$bin"
+done
 
 if [ "$(id -u)" -eq 0 ]; then
     if ! command -v setpriv >/dev/null 2>&1; then
@@ -51,7 +55,10 @@ if [ "$(id -u)" -eq 0 ]; then
         t_skip "user nobody cannot execute '$bin' (check the directory permissions)"
         t_done
     fi
-    run_pass "nobody" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$utmp" TMPDIR="$utmp" \
-        setpriv --reuid=65534 --regid=65534 --clear-groups "$bin"
+    for warm in off always; do
+        run_pass "nobody-$warm" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$utmp" \
+            TMPDIR="$utmp" DRUN_SANDBOX_WARM=$warm setpriv --reuid=65534 --regid=65534 \
+            --clear-groups "$bin"
+    done
 fi
 t_done

@@ -13,7 +13,9 @@
 #     the next checkpoint
 #   - a fork bomb in one session does not stop another session's commands
 #
-# Runs as the current user and, when that is root, again as an unprivileged user.
+# Runs as the current user and, when that is root, again as an unprivileged user; each
+# pass once with every command cold and once with every command warm (a prepared
+# sandbox, DRUN_SANDBOX_WARM=always).
 . "$(dirname "$0")/../lib.sh"
 
 mcp="$BUILD/drun-mcp"
@@ -173,7 +175,8 @@ run_pass() {
     dir=$2
     shift 2
     out="$T_TMP/$label.log"
-    "$@" env T_LIB="$lib" T_MCP="$mcp" T_DIR="$dir" node "$T_TMP/attack.mjs" >"$out" 2>&1
+    "$@" env DRUN_SANDBOX_WARM="$warm" T_LIB="$lib" T_MCP="$mcp" T_DIR="$dir" \
+        node "$T_TMP/attack.mjs" >"$out" 2>&1
     rc=$?
     while IFS= read -r line; do
         case $line in
@@ -187,8 +190,12 @@ run_pass() {
     fi
 }
 
-mkdir -p "$T_TMP/me"
-run_pass "$(id -un)" "$T_TMP/me"
+# Every pass runs twice: every command cold, then every command in a prepared (warm)
+# sandbox (DRUN_SANDBOX_WARM, see docs/security.md).
+for warm in off always; do
+    mkdir -p "$T_TMP/me-$warm"
+    run_pass "$(id -un)-$warm" "$T_TMP/me-$warm"
+done
 
 if [ "$(id -u)" -eq 0 ]; then
     if ! command -v setpriv >/dev/null 2>&1; then
@@ -197,13 +204,18 @@ if [ "$(id -u)" -eq 0 ]; then
         t_done
     fi
     chmod 755 "$T_TMP" && chmod 644 "$T_TMP/attack.mjs"
-    mkdir -p "$T_TMP/nobody" && chown 65534:65534 "$T_TMP/nobody" && chmod 700 "$T_TMP/nobody"
+    for warm in off always; do
+        mkdir -p "$T_TMP/nobody-$warm" && chown 65534:65534 "$T_TMP/nobody-$warm" &&
+            chmod 700 "$T_TMP/nobody-$warm"
+    done
     if ! setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$lib" -a -x "$mcp"; then
         t_begin "unprivileged pass"
         t_skip "user nobody cannot read '$lib' or run '$mcp' (check the directory permissions)"
         t_done
     fi
-    run_pass "nobody" "$T_TMP/nobody" env -i PATH=/usr/local/bin:/usr/bin:/bin \
-        HOME="$T_TMP/nobody" setpriv --reuid=65534 --regid=65534 --clear-groups
+    for warm in off always; do
+        run_pass "nobody-$warm" "$T_TMP/nobody-$warm" env -i PATH=/usr/local/bin:/usr/bin:/bin \
+            HOME="$T_TMP/nobody-$warm" setpriv --reuid=65534 --regid=65534 --clear-groups
+    done
 fi
 t_done

@@ -79,17 +79,44 @@ TEST(schema_check_edges)
     buf_release(&msg);
 }
 
+TEST(nul_escape_found_only_inside_strings)
+{
+    const char *yes[] = {"{\"a\":\"x\\u0000y\"}", "[\"\\u0000\"]", "{\"\\u0000\":1}"};
+    const char *no[] = {"{\"a\":\"x\\\\u0000\"}", "{\"a\":\"\\u0001\"}"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ_INT(mcp_json_has_nul(yes[i], strlen(yes[i])), 1);
+    }
+    CHECK_EQ_INT(mcp_json_has_nul(no[0], strlen(no[0])), 0); /* an escaped backslash */
+    CHECK_EQ_INT(mcp_json_has_nul(no[1], strlen(no[1])), 0); /* another escape */
+}
+
 TEST(registry_order_and_duplicates)
 {
     struct err err;
     CHECK_OK(tools_registry_init(&err), &err);
     CHECK(tools_count() >= 2);
-    CHECK_EQ_STR(tools_at(0)->name, "get_config");
-    CHECK_EQ_STR(tools_at(1)->name, "get_system_instructions");
+    {
+        /* The fixed order (reference section 1.3), whichever families are registered. */
+        static const char *const order[] = {"session_mount",           "session_export",
+                                            "delete_from_host",        "get_config",
+                                            "get_system_instructions", "session_get_env"};
+        size_t last = 0;
+        for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+            size_t at = tools_count();
+            for (size_t i = 0; i < tools_count(); i++) {
+                if (strcmp(tools_at(i)->name, order[k]) == 0) {
+                    at = i;
+                }
+            }
+            CHECK(at < tools_count());
+            CHECK(k == 0 || at > last);
+            last = at;
+        }
+    }
     CHECK(tools_register(tools_config_defs, 1, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_EXISTS);
     tools_registry_reset();
 }
 
 TESTS(utf8_accepts_and_refuses, depth_counts_outside_strings, raw_member_finds_exact_text,
-      schema_check_edges, registry_order_and_duplicates)
+      schema_check_edges, registry_order_and_duplicates, nul_escape_found_only_inside_strings)
