@@ -73,6 +73,25 @@ try {
   const cfg = (await call('get_config')).structuredContent;
   console.log(`get_config: ${cfg.source}; bash_timeout_ms=${cfg.bash_timeout_ms}, max_sessions=${cfg.max_sessions}, ` +
     `fetch domains: ${cfg.domain_allowlist.join(', ') || '(none)'}`);
+
+  const st = (await call('create_session')).structuredContent;
+  console.log(`create_session: ${st.session_id}, checkpoint ${st.checkpoint_id}`);
+  const w = (await call('session_write_files', {
+    entries: [{ path: 'hello.py', content: 'print("hello from the sandbox")\n' }],
+    description: 'write a script',
+  })).structuredContent;
+  console.log(`session_write_files: checkpoint ${w.checkpoint_id}, ${w.files_added_count} file added`);
+  const b = (await call('session_bash', {
+    command: 'sh -c "echo hello from the sandbox > out.txt"; cat out.txt; ls',
+    description: 'run a command',
+  })).structuredContent;
+  console.log(`session_bash: exit ${b.exit_code}, checkpoint ${b.checkpoint_id}, warm=${b.warm}, ` +
+    `stdout: ${JSON.stringify(b.stdout_tail)}`);
+  const d = (await call('session_diff', { description: 'what the command changed' })).content[0].text;
+  console.log(`session_diff:\n${d.trim().split('\n').map((l) => '  ' + l).join('\n')}`);
+  const r = (await call('session_rollback', { checkpoint_id: w.checkpoint_id, description: 'undo' }))
+    .structuredContent;
+  console.log(`session_rollback: head is checkpoint ${r.checkpoint_id} again`);
 } catch (e) {
   console.error(`demo failed: ${e.message}`);
   server.kill();
