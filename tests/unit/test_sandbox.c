@@ -997,6 +997,36 @@ TEST(prepared_freed_leaves_nothing)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* 1 if pid is the pid 1 of its own pid namespace with its uid map written: its bwrap is
+ * past the set-up window in which a SIGKILL of the daemon can strand it. */
+static int
+is_ready_pid1(pid_t pid)
+{
+    char path[64], line[256];
+    int ns1 = 0, mapped = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            char *last = strrchr(line, '\t');
+            ns1 = last != NULL && last != strchr(line, '\t') && strtol(last + 1, NULL, 10) == 1;
+        }
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        mapped = fgets(line, sizeof(line), f) != NULL;
+        fclose(f);
+    }
+    return ns1 && mapped;
+}
+
 TEST(prepared_dies_with_a_killed_daemon)
 {
     int fds[2];
@@ -1036,8 +1066,12 @@ TEST(prepared_dies_with_a_killed_daemon)
      */
     for (int tries = 0; tries < 1000; tries++) {
         struct timespec ts = {0, 5 * 1000 * 1000};
+        int ready = 0;
         n = descendants(child, pids, 16);
-        if (n >= 6) {
+        for (int i = 0; i < n; i++) {
+            ready += is_ready_pid1(pids[i]);
+        }
+        if (n >= 6 && ready >= 3) {
             break;
         }
         nanosleep(&ts, NULL);
