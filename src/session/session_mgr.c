@@ -24,17 +24,14 @@
 int
 session_fail(struct session_err *e, int kind, int code, const char *fmt, ...)
 {
-    struct buf b;
     va_list ap;
 
-    buf_init(&b, ERR_MSG_MAX);
-    va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
-    va_end(ap);
+    /* A message longer than the err's buffer is cut, never lost. */
     e->kind = kind;
     e->d1 = e->d2 = 0;
-    err_set(&e->base, code, "%s", buf_cstr(&b));
-    buf_release(&b);
+    va_start(ap, fmt);
+    err_vset(&e->base, code, fmt, ap);
+    va_end(ap);
     return -1;
 }
 

@@ -248,13 +248,6 @@ struct mount {
     struct session_err e;
 };
 
-/*
- * Fails the mount with a message err_set() cuts to fit (long host paths make long
- * messages), as session error `kind`.
- */
-#define MOUNT_FAIL(mt, kind, code, ...)                                                            \
-    (err_set(&(mt)->e.base, (code), __VA_ARGS__), session_fail_err(&(mt)->e, (kind), &(mt)->e.base))
-
 #define BLOB_BATCH 256 /* blobs per transaction: one fsync per batch, not per file */
 
 /*
@@ -308,11 +301,11 @@ mount_too_big(struct mount *mt, uint64_t would_be, const char *key)
     char q[300];
 
     pathkey_quote(key, strlen(key), q, sizeof(q));
-    MOUNT_FAIL(mt, SESSION_E_SIZE, ERR_TOOBIG,
-               "workspace size %llu bytes exceeds limit of %llu bytes (reading '%s' passed "
-               "max_workspace_mb); mount a smaller directory or ask the operator to raise "
-               "max_workspace_mb",
-               (unsigned long long)would_be, (unsigned long long)mt->limit, q);
+    session_fail(&mt->e, SESSION_E_SIZE, ERR_TOOBIG,
+                 "workspace size %llu bytes exceeds limit of %llu bytes (reading '%s' passed "
+                 "max_workspace_mb); mount a smaller directory or ask the operator to raise "
+                 "max_workspace_mb",
+                 (unsigned long long)would_be, (unsigned long long)mt->limit, q);
     mt->e.d1 = (int64_t)would_be;
     mt->e.d2 = (int64_t)mt->limit;
     return -1;
@@ -325,9 +318,9 @@ mount_stage(struct mount *mt, const char *key, int type, uint64_t size, const ui
     struct ws_entry ent;
 
     if (++mt->entries > MOUNT_ENTRY_MAX) {
-        return MOUNT_FAIL(mt, SESSION_E_ARGS, ERR_TOOBIG,
-                          "'%s' holds more than %d entries; mount a smaller directory",
-                          mt->host_root, MOUNT_ENTRY_MAX);
+        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
+                            "'%s' holds more than %d entries; mount a smaller directory",
+                            mt->host_root, MOUNT_ENTRY_MAX);
     }
     memset(&ent, 0, sizeof(ent));
     ent.path = (char *)key;
@@ -357,15 +350,16 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
     for (;;) {
         ssize_t n;
         if (buf_grow(&mt->data, READ_CHUNK) < 0) {
-            return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_NOMEM, "out of memory reading '%s'", key);
+            return session_fail(&mt->e, SESSION_E_OTHER, ERR_NOMEM, "out of memory reading '%s'",
+                                key);
         }
         n = read(fd, mt->data.data + mt->data.len, READ_CHUNK);
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n < 0) {
-            return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot read '%s/%s': %s", mt->host_root,
-                              key, strerror(errno));
+            return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot read '%s/%s': %s",
+                                mt->host_root, key, strerror(errno));
         }
         if (n == 0) {
             break;
@@ -430,16 +424,16 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
 
     if (depth > MOUNT_DEPTH_MAX) {
         close(fd);
-        return MOUNT_FAIL(mt, SESSION_E_ARGS, ERR_TOOBIG,
-                          "directories are nested deeper than %d levels below '%s'; mount a "
-                          "shallower directory",
-                          MOUNT_DEPTH_MAX, mt->host_root);
+        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
+                            "directories are nested deeper than %d levels below '%s'; mount a "
+                            "shallower directory",
+                            MOUNT_DEPTH_MAX, mt->host_root);
     }
     d = fdopendir(fd);
     if (d == NULL) {
         close(fd);
-        return MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
-                          prefix, strerror(errno));
+        return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s",
+                            mt->host_root, prefix, strerror(errno));
     }
     buf_init(&key, PATHKEY_MAX + 1);
     while ((errno = 0, de = readdir(d)) != NULL) {
@@ -465,8 +459,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
             if (errno == ENOENT) {
                 continue; /* gone since readdir */
             }
-            MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
-                       key.data, strerror(errno));
+            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
+                         key.data, strerror(errno));
             goto out;
         }
         if (S_ISLNK(sb.st_mode)) {
@@ -501,8 +495,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
                 skips_add(&mt->skipped, key.data, "changed while being read");
                 continue;
             }
-            MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
-                       key.data, strerror(errno));
+            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
+                         key.data, strerror(errno));
             goto out;
         }
         if (fstat(cfd, &fsb) < 0 || fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
@@ -525,8 +519,8 @@ mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
         rc = -1;
     }
     if (errno != 0) {
-        MOUNT_FAIL(mt, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root, prefix,
-                   strerror(errno));
+        session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
+                     prefix, strerror(errno));
         goto out;
     }
     /* An empty directory below the top is kept as one (checkpoints keep them). */

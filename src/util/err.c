@@ -8,16 +8,23 @@
 #include <string.h>
 
 int
-err_set(struct err *err, int code, const char *fmt, ...)
+err_vset(struct err *err, int code, const char *fmt, va_list ap)
 {
-    va_list ap;
-
     if (err == NULL) {
         return -1;
     }
     err->code = code;
-    va_start(ap, fmt);
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    return -1;
+}
+
+int
+err_set(struct err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    err_vset(err, code, fmt, ap);
     va_end(ap);
     return -1;
 }

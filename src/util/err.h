@@ -15,6 +15,7 @@
 #ifndef DRUN_UTIL_ERR_H
 #define DRUN_UTIL_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 enum err_code {
@@ -45,6 +46,10 @@ struct err {
 
 /* Sets code and a printf-style message (truncated to fit) and returns -1. */
 int err_set(struct err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* err_set with a va_list, for functions that take printf-style arguments themselves. */
+int err_vset(struct err *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Prefixes the existing message with "what: " and returns -1. */
 int err_wrap(struct err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

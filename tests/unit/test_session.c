@@ -313,7 +313,21 @@ TEST(grep_limits_stop_catastrophic_patterns)
     session_grep_release(&g);
 }
 
-TESTS(max_sessions_at_and_past_the_edge, max_checkpoints_counts_only_what_remains_after_rollback,
+/* A message longer than struct err holds is cut to fit, never lost. */
+TEST(long_failure_messages_are_cut_not_lost)
+{
+    struct session_err e;
+    char path[600];
+
+    memset(path, 'p', sizeof(path) - 1);
+    path[sizeof(path) - 1] = '\0';
+    CHECK(session_fail(&e, SESSION_E_OTHER, ERR_DENIED, "'%s' is not allowed", path) < 0);
+    CHECK_EQ_INT(e.base.code, ERR_DENIED);
+    CHECK_EQ_INT(strlen(e.base.msg), ERR_MSG_MAX - 1);
+    CHECK(strncmp(e.base.msg, "'ppp", 4) == 0);
+}
+
+TESTS(long_failure_messages_are_cut_not_lost, max_sessions_at_and_past_the_edge, max_checkpoints_counts_only_what_remains_after_rollback,
       max_workspace_mb_exactly_at_the_limit_and_one_byte_over, bad_keys_reject_the_batch,
       busy_and_idle_gate, claims_exclude_a_second_manager_until_released, squash_and_drop_keep_ids,
       utf8_helpers, grep_limits_stop_catastrophic_patterns)
