@@ -327,7 +327,8 @@ TEST(long_failure_messages_are_cut_not_lost)
     CHECK(strncmp(e.base.msg, "'ppp", 4) == 0);
 }
 
-TESTS(long_failure_messages_are_cut_not_lost, max_sessions_at_and_past_the_edge, max_checkpoints_counts_only_what_remains_after_rollback,
+TESTS(long_failure_messages_are_cut_not_lost, max_sessions_at_and_past_the_edge,
+      max_checkpoints_counts_only_what_remains_after_rollback,
       max_workspace_mb_exactly_at_the_limit_and_one_byte_over, bad_keys_reject_the_batch,
       busy_and_idle_gate, claims_exclude_a_second_manager_until_released, squash_and_drop_keep_ids,
       utf8_helpers, grep_limits_stop_catastrophic_patterns)
