@@ -570,19 +570,6 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
 
 /* ---- the handler ------------------------------------------------------------------------ */
 
-/* The session limits of this call's policy (as tools_host.c does). */
-static void
-set_limits(struct session_mgr *m, const struct policy *p)
-{
-    struct session_limits lim;
-
-    lim.max_sessions = p->max_sessions;
-    lim.max_checkpoints = p->max_checkpoints;
-    lim.max_workspace_mb = p->max_workspace_mb;
-    lim.idle_secs = p->session_idle_timeout_secs;
-    session_mgr_set_limits(m, &lim);
-}
-
 static void
 session_bash(struct tool_call *call)
 {
@@ -639,7 +626,6 @@ session_bash(struct tool_call *call)
     if (tsess_mgr(call) == NULL) {
         goto out;
     }
-    set_limits(tsess_mgr(call), p);
     s = tsess_open(call, SESSION_WRITE);
     if (s == NULL) {
         goto out;

@@ -500,19 +500,6 @@ fetch_on_cancel(struct tool_call *call, void *arg)
 
 /* ---- the handler ------------------------------------------------------------------------ */
 
-/* The session limits of this call's policy (as session_bash does). */
-static void
-set_limits(struct session_mgr *m, const struct policy *p)
-{
-    struct session_limits lim;
-
-    lim.max_sessions = p->max_sessions;
-    lim.max_checkpoints = p->max_checkpoints;
-    lim.max_workspace_mb = p->max_workspace_mb;
-    lim.idle_secs = p->session_idle_timeout_secs;
-    session_mgr_set_limits(m, &lim);
-}
-
 static void
 session_fetch(struct tool_call *call)
 {
@@ -550,7 +537,6 @@ session_fetch(struct tool_call *call)
     if (tsess_mgr(call) == NULL) {
         goto out;
     }
-    set_limits(tsess_mgr(call), p);
     /* Every argument is read: tsess_open may end the call. */
     fc->s = tsess_open(call, SESSION_WRITE);
     if (fc->s == NULL) {

@@ -92,28 +92,6 @@ fail_hostpath(struct tool_call *call, const struct policy *p, const struct err *
     buf_release(&msg);
 }
 
-/*
- * The call's session (the session_id argument or the active one), entered in `mode`
- * (0: not entered), with the limits of this call's policy; the caller pairs an entered
- * session with session_leave(). Ends the call and returns NULL when there is none.
- */
-static struct session *
-open_session(struct tool_call *call, const struct policy *p, int mode)
-{
-    struct session_mgr *m = tsess_mgr(call);
-    struct session_limits lim;
-
-    if (m == NULL) {
-        return NULL;
-    }
-    lim.max_sessions = p->max_sessions;
-    lim.max_checkpoints = p->max_checkpoints;
-    lim.max_workspace_mb = p->max_workspace_mb;
-    lim.idle_secs = p->session_idle_timeout_secs;
-    session_mgr_set_limits(m, &lim);
-    return tsess_open(call, mode);
-}
-
 /* A list of {path, why} the result reports; the first SKIP_LIST_MAX by name. */
 struct skips {
     cJSON *list;
@@ -202,7 +180,7 @@ session_get_env(struct tool_call *call)
         return;
     }
     /* The reference needs an active session but takes no lock: existence only. */
-    if ((s = open_session(call, p, 0)) == NULL) {
+    if ((s = tsess_open(call, 0)) == NULL) {
         goto out;
     }
     if (!policy_env_allowed(p, name)) {
@@ -650,7 +628,7 @@ session_mount(struct tool_call *call)
         fail_hostpath(call, p, &err);
         goto out;
     }
-    if ((s = open_session(call, p, SESSION_WRITE)) == NULL) {
+    if ((s = tsess_open(call, SESSION_WRITE)) == NULL) {
         goto out;
     }
     fd = open_nofollow(hp.resolved, &sb);
@@ -845,7 +823,7 @@ session_export(struct tool_call *call)
         fail_hostpath(call, p, &err);
         goto out;
     }
-    if ((s = open_session(call, p, SESSION_READ)) == NULL) {
+    if ((s = tsess_open(call, SESSION_READ)) == NULL) {
         goto out;
     }
     m = session_manifest(s);

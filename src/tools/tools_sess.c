@@ -1,6 +1,7 @@
 /*
  * tools_sess.c - helpers shared by the session tool families; see tools_sess.h.
  */
+#include "policy/policy.h"
 #include "tools/tools_sess.h"
 
 #include <stdio.h>
@@ -18,6 +19,22 @@ tsess_mgr(struct tool_call *call)
         tool_call_done_error(call, TOOL_ERR_INTERNAL,
                              "sessions are not available in this process; restart drun-mcp", NULL);
         return NULL;
+    }
+    /* Every session call runs under the limits of the policy in force now. Without a
+     * good policy the last limits stay; tools that need policy refuse through
+     * tools_policy() themselves. */
+    if (env->policy != NULL) {
+        struct policy *p = NULL;
+        struct err err;
+        if (policy_current(env->policy, &p, &err) == 0) {
+            struct session_limits lim;
+            lim.max_sessions = p->max_sessions;
+            lim.max_checkpoints = p->max_checkpoints;
+            lim.max_workspace_mb = p->max_workspace_mb;
+            lim.idle_secs = p->session_idle_timeout_secs;
+            session_mgr_set_limits(env->sessions, &lim);
+            policy_unref(p);
+        }
     }
     return env->sessions;
 }

@@ -314,6 +314,15 @@ await R.run('session_mount: a 2 GB sparse file with max_workspace_mb = 1 fails f
   writeConfig('max_workspace_mb = 2\n');
 });
 
+await R.run('the config limits apply to every session tool, not only the host doors', async () => {
+  writeConfig('max_workspace_mb = 1\n');
+  expectOk(await call(c, 'create_session'), 'a fresh, empty session');
+  const e = expectError(await call(c, 'session_write_files', { entries: [{ path: 'big.txt', content: 'x'.repeat(1048577) }], description: 'over' }), 'workspace_size_exceeded', 'write_files over the config limit');
+  assertEq(e.detail.limit_bytes, 1048576, 'the config limit, not the default');
+  writeConfig('max_workspace_mb = 2\n');
+  expectOk(await call(c, 'session_write_files', { entries: [{ path: 'big.txt', content: 'x'.repeat(1048577) }], description: 'fits now' }), 'write_files under the new limit');
+});
+
 await R.run('session_mount: a config edited while a call runs does not change that call', async () => {
   const many = join(allowed, 'many');
   mkdirSync(many);
