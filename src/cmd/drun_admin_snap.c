@@ -448,6 +448,12 @@ blob_get(void *ctx, const uint8_t hash[HASH_LEN], struct buf *out, struct err *e
 }
 
 static int
+blob_write_fd(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd, struct err *err)
+{
+    return store_blob_write_fd_size(ctx, hash, size, fd, err);
+}
+
+static int
 blob_put(void *ctx, const void *data, size_t len, uint8_t hash[HASH_LEN], struct err *err)
 {
     (void)ctx;
@@ -509,7 +515,8 @@ restore_to_dir(struct store *st, const char *name, int64_t cpid, const char *dir
     struct store_checkpoint *cps = NULL;
     struct ws_manifest *m = NULL;
     struct ws_dir *wd = NULL;
-    struct ws_blobs blobs = {st, blob_get, blob_put};
+    struct ws_blobs blobs = {
+        .ctx = st, .get = blob_get, .put = blob_put, .write_fd = blob_write_fd};
     struct buf bytes;
     size_t n = 0;
     int rc = -1, found = 0;

@@ -58,6 +58,14 @@ blobs_put(void *ctx, const void *data, size_t len, uint8_t hash[HASH_LEN], struc
     return store_blob_put(ctx, data, len, hash, err);
 }
 
+/* Streams a big file's blob into the workspace (ws_dir's write_fd); the stored size is
+ * checked first, so a damaged row cannot make the sync write more than the manifest says. */
+static int
+blobs_write_fd(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd, struct err *err)
+{
+    return store_blob_write_fd_size(ctx, hash, size, fd, err);
+}
+
 int
 session_mgr_new(struct store *st, const char *runtime_dir, struct session_mgr **out,
                 struct err *err)
@@ -78,6 +86,7 @@ session_mgr_new(struct store *st, const char *runtime_dir, struct session_mgr **
     m->blobs.ctx = st;
     m->blobs.get = blobs_get;
     m->blobs.put = blobs_put;
+    m->blobs.write_fd = blobs_write_fd;
     *out = m;
     return 0;
 }

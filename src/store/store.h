@@ -121,6 +121,55 @@ int store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *o
 int store_blob_has(struct store *st, const uint8_t hash[HASH_LEN], int *exists, int64_t *size,
                    struct err *err);
 
+/*
+ * Streaming blob writer, for content too big to hold in memory (session_fetch bodies):
+ * open -> write* -> finish (or abort). The bytes are hashed and zstd-compressed chunk by
+ * chunk into an unlinked temporary file beside the database; finish inserts the row
+ * (unless the hash is already stored) and copies the frame in with sqlite3_blob_write,
+ * in pieces. Memory stays near the compressor's (512 KiB window) whatever the size.
+ * Content that fits in STORE_BLOB_HEAD is stored exactly as store_blob_put would. A
+ * streamed blob is one zstd frame (codec 1) that declares its size, so store_blob_get
+ * reads and verifies it as any other. Past the blob cap: ERR_TOOBIG; a full disk: ERR_IO
+ * naming the temporary file (or the database error), with nothing stored. finish and
+ * abort free the writer in every case.
+ */
+#define STORE_BLOB_CHUNK ((size_t)1 << 20)
+/* Content up to this size is buffered and stored as store_blob_put would (raw when zstd
+ * does not help); anything longer streams through a compressor with a 512 KiB window.
+ * Peak memory of one writer: about 1.3 MiB (see docs/fetch.md). */
+#define STORE_BLOB_HEAD ((size_t)128 << 10)
+struct store_blob_writer;
+int store_blob_writer_open(struct store *st, struct store_blob_writer **out, struct err *err);
+int store_blob_writer_write(struct store_blob_writer *w, const void *data, size_t len,
+                            struct err *err);
+/* No more writes: ends the zstd frame, frees the compressor (the bytes stay in the
+ * temporary file) and fixes the hash. Optional before finish; lets a caller learn the
+ * hash (store_blob_writer_hash) and keep finished writers open cheaply until it stores
+ * them inside its own transaction. */
+int store_blob_writer_end(struct store_blob_writer *w, struct err *err);
+/* The SHA-256 of an ended writer's bytes; ERR_INVAL before end. */
+int store_blob_writer_hash(const struct store_blob_writer *w, uint8_t hash[HASH_LEN],
+                           struct err *err);
+/* Stores the blob; fills hash and (if non-NULL) *size. Frees w. */
+int store_blob_writer_finish(struct store_blob_writer *w, uint8_t hash[HASH_LEN], int64_t *size,
+                             struct err *err);
+/* Drops everything written: no row, no temporary file. NULL is a no-op. */
+void store_blob_writer_abort(struct store_blob_writer *w);
+/* Bytes written so far. */
+uint64_t store_blob_writer_size(const struct store_blob_writer *w);
+
+/*
+ * Streaming reader: writes blob `hash`'s bytes to fd (at its current offset) in
+ * 256 KiB pieces, decompressing as it goes, with the checks of store_blob_get
+ * (declared size, SHA-256 of everything written). Delta blobs (manifests) are read
+ * whole. On ERR_CORRUPT some bytes may already be in fd: the caller discards the file.
+ */
+int store_blob_write_fd(struct store *st, const uint8_t hash[HASH_LEN], int fd, struct err *err);
+/* The same, but first checks that the blob holds exactly `size` bytes (ERR_CORRUPT
+ * otherwise, before anything is written): the workspace sync's ws_blobs.write_fd. */
+int store_blob_write_fd_size(struct store *st, const uint8_t hash[HASH_LEN], uint64_t size, int fd,
+                             struct err *err);
+
 /* ---- sessions ------------------------------------------------------------------- */
 
 enum store_session_state { STORE_SESSION_OPEN = 0, STORE_SESSION_CLOSED = 1 };
@@ -336,7 +385,49 @@ struct store_audit {
     int64_t checkpoint_id; /* -1 if none */
     const char *args;      /* full arguments as JSON text; may be NULL */
     size_t args_len;
+    /* The blobs args references (see below): stored in the row's transaction and
+     * listed in audit_refs, so gc keeps them. */
+    const struct store_audit_part *parts;
+    size_t nparts;
 };
+
+/*
+ * Audit arguments keep large string values out of the row. The caller (tools/) writes
+ * each string value longer than STORE_AUDIT_REF_MIN bytes as the object
+ * {"$blob":"<64 hex digits>","bytes":N} (compact, exactly those two keys in that
+ * order; N is the string's length in bytes, the hex its SHA-256) and passes the bytes
+ * as a part, in the order the references appear; an agent's own object key made only of
+ * one or more '$' then "blob" gets one more '$' in front ("$blob" -> "$$blob"), so a
+ * reference can never be an agent's value and expansion restores the original exactly.
+ * store_audit_append keeps a reference (and stores the blob) for every part over
+ * STORE_AUDIT_INLINE_MAX bytes, and for a smaller one only when that blob is already
+ * stored (a file's content the call wrote: then it costs nothing); other small parts go
+ * back inline, as the caller printed them.
+ */
+#define STORE_AUDIT_REF_MIN    128
+#define STORE_AUDIT_INLINE_MAX 1024
+struct store_audit_part {
+    const void *data; /* the string's bytes (NUL-free) */
+    size_t len;
+    uint8_t hash[HASH_LEN]; /* SHA-256 of the bytes, as written in args */
+};
+#define STORE_AUDIT_EXPANDED_MAX ((size_t)256 << 20) /* expanded args, at most */
+
+/*
+ * Writes `args` (stored audit args text) to out with every reference replaced by its
+ * blob's bytes as a JSON string (escaped as cJSON prints strings) and every escaped
+ * key given back its original name: the arguments exactly as the call printed them.
+ * A missing or damaged blob, a size that does not match, or a malformed reference:
+ * ERR_NOTFOUND/ERR_CORRUPT naming the hash. `db` is the store's (store_db) or another
+ * connection (the sqlite extension's).
+ */
+int store_audit_args_expand(struct sqlite3 *db, const char *args, size_t len, struct buf *out,
+                            struct err *err);
+/* The same for the audit.args column as stored, zstd-compressed (args_codec 1) or not:
+ * a value starting with the zstd frame magic is decompressed first (JSON text never
+ * starts with it). For the sqlite extension's drun_audit_args(). */
+int store_audit_args_read(struct sqlite3 *db, const void *args, size_t len, struct buf *out,
+                          struct err *err);
 
 /*
  * Appends one audit row, chaining its hash to the previous row's (read inside the
@@ -362,7 +453,7 @@ struct store_audit_entry {
         *error_code; /* NULL where the column is NULL */
     int64_t duration_ms;
     int64_t checkpoint_id; /* -1 if none */
-    char *args;            /* decompressed JSON text, NUL-terminated; NULL if none */
+    char *args; /* JSON text, NUL-terminated, references expanded (unless raw); NULL if none */
     size_t args_len;
     uint8_t hash[HASH_LEN];
 };
@@ -384,6 +475,7 @@ struct store_audit_filter {
     int errors_only;        /* 1: outcome is not "ok" */
     int64_t after_id;       /* only rows with a larger id (0: all) */
     int64_t id;             /* > 0: only this row */
+    int raw;                /* 1: args as stored (references not expanded) */
 };
 int store_audit_query(struct store *st, const struct store_audit_filter *f,
                       struct store_audit_entry **out, size_t *count, struct err *err);

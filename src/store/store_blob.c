@@ -23,9 +23,15 @@
  */
 #include "store/store_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zstd.h>
 
+#include "util/hash.h"
 #include "util/mem.h"
 
 static const char SQL_HAS[] = "SELECT size FROM blobs WHERE hash = ?1";
@@ -95,6 +101,7 @@ blob_put(struct store *st, const void *data, size_t len, const uint8_t *base,
     size_t packed_len = 0, delta_len = 0;
     int exists = 0, own = 0, rc = -1, base_depth = -1;
     struct buf base_bytes;
+    uint8_t root[HASH_LEN]; /* base may point here until the row is stored */
     sqlite3_stmt *s;
 
     buf_init(&base_bytes, st->blob_max);
@@ -126,7 +133,6 @@ blob_put(struct store *st, const void *data, size_t len, const uint8_t *base,
      * plain encoding: so full copies stay rare and a read decompresses at most
      * STORE_DELTA_DEPTH_MAX + 1 frames. */
     if (base != NULL && memcmp(base, hash, HASH_LEN) != 0) {
-        uint8_t root[HASH_LEN];
         size_t limit = packed ? packed_len : len;
 
         memcpy(root, base, HASH_LEN);
@@ -352,4 +358,643 @@ int
 store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out, struct err *err)
 {
     return store_blob_read(st, hash, out, err);
+}
+
+/* ---- the streaming writer ---------------------------------------------------------- */
+
+/*
+ * Until more than STORE_BLOB_HEAD bytes arrive, the writer only buffers them, and a
+ * small blob goes through blob_put (so it is stored exactly as store_blob_put stores it:
+ * codec 0 when zstd does not help). Past that the writer streams: the buffered bytes and
+ * every later chunk go through ZSTD_compressStream2 into an unlinked temporary file.
+ *
+ * zstd cannot declare the content size of a frame whose size was unknown when it began,
+ * and reads insist on it (store_zstd_decompress). So the stream is written without one,
+ * and finish rewrites the frame header as it copies the frame into the row: the 6-byte
+ * header zstd wrote (magic, descriptor, window byte) becomes 14 bytes with the same
+ * window and an 8-byte Frame_Content_Size (RFC 8878 section 3.1.1.1).
+ */
+/*
+ * Memory. A stream holds one compressor whose window is capped at 2^STREAM_WINDOW_LOG
+ * (the level's own would be 2 MiB), with its match tables capped to suit, plus the
+ * head (at most STORE_BLOB_HEAD bytes, freed as the stream starts) and an output buffer
+ * of ZSTD_CStreamOutSize(). The reader (store_blob_write_fd) and the copy into the row
+ * work in STREAM_IO pieces. Smaller windows cost little here: the big bodies a fetch
+ * brings (archives, wheels, images) are already compressed, and a document's repeats
+ * sit mostly within 512 KiB.
+ */
+#define STREAM_WINDOW_LOG 19
+#define STREAM_HASH_LOG   16
+#define STREAM_CHAIN_LOG  15
+#define STREAM_IO         ((size_t)256 << 10)
+
+#define ZFRAME_MAGIC  0xFD2FB528u
+#define ZHDR_STREAMED 6  /* magic + descriptor + window descriptor */
+#define ZHDR_DECLARED 14 /* the same + 8-byte content size */
+
+struct store_blob_writer {
+    struct store *st;
+    struct buf head;       /* the first STORE_BLOB_HEAD bytes, until the writer streams */
+    struct hash_ctx *hash; /* over the raw bytes */
+    ZSTD_CCtx *cctx;       /* while streaming; NULL once ended */
+    void *zout;            /* the compressor's output buffer */
+    size_t zout_len;
+    int fd;                   /* the temporary file, -1 before streaming */
+    uint64_t raw;             /* bytes written */
+    uint64_t packed;          /* bytes in the temporary file */
+    uint8_t digest[HASH_LEN]; /* the SHA-256, once ended */
+    int streaming, ended, failed;
+};
+
+static int
+writer_fail(struct store_blob_writer *w, struct err *err)
+{
+    w->failed = 1;
+    (void)err;
+    return -1;
+}
+
+/* The temporary file: beside the database (same file system as the WAL that takes the
+ * copy), else $TMPDIR or /tmp for an in-memory store. */
+static int
+writer_tmpfile(struct store_blob_writer *w, struct err *err)
+{
+    const char *path = w->st->path;
+    char dir[4096], tmpl[4200];
+    const char *slash = path != NULL ? strrchr(path, '/') : NULL;
+    const char *env = getenv("TMPDIR");
+
+    if (path != NULL && strcmp(path, ":memory:") != 0 && path[0] != '\0') {
+        if (slash == NULL) {
+            snprintf(dir, sizeof(dir), ".");
+        } else if (slash == path) {
+            snprintf(dir, sizeof(dir), "/");
+        } else {
+            snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+        }
+    } else {
+        snprintf(dir, sizeof(dir), "%s", env != NULL && env[0] == '/' ? env : "/tmp");
+    }
+#ifdef O_TMPFILE
+    w->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (w->fd >= 0) {
+        return 0;
+    }
+#endif
+    snprintf(tmpl, sizeof(tmpl), "%s/.drun-blob-XXXXXX", dir);
+    w->fd = mkostemp(tmpl, O_CLOEXEC);
+    if (w->fd < 0) {
+        return err_set(err, ERR_IO,
+                       "cannot make a temporary file for a blob in '%s': %s; check that the "
+                       "database's directory is writable",
+                       dir, strerror(errno));
+    }
+    unlink(tmpl);
+    return 0;
+}
+
+static int
+writer_pwrite(struct store_blob_writer *w, const void *p, size_t n, struct err *err)
+{
+    const char *c = p;
+
+    while (n > 0) {
+        ssize_t k = pwrite(w->fd, c, n, (off_t)w->packed);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return err_set(err, ERR_IO,
+                           "cannot write the temporary file of a blob beside '%s': %s; free "
+                           "disk space and try again",
+                           w->st->path ? w->st->path : "the database",
+                           k < 0 ? strerror(errno) : "no space written");
+        }
+        c += k;
+        n -= (size_t)k;
+        w->packed += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Compresses `len` bytes (mode ZSTD_e_continue or ZSTD_e_end) into the temporary file. */
+static int
+writer_compress(struct store_blob_writer *w, const void *data, size_t len, ZSTD_EndDirective mode,
+                struct err *err)
+{
+    ZSTD_inBuffer in = {data, len, 0};
+
+    for (;;) {
+        ZSTD_outBuffer out = {w->zout, w->zout_len, 0};
+        size_t left = ZSTD_compressStream2(w->cctx, &out, &in, mode);
+
+        if (ZSTD_isError(left)) {
+            return err_set(err, ERR_INTERNAL, "cannot compress a blob: %s",
+                           ZSTD_getErrorName(left));
+        }
+        if (out.pos > 0 && writer_pwrite(w, w->zout, out.pos, err) < 0) {
+            return -1;
+        }
+        if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) {
+            return 0;
+        }
+    }
+}
+
+static int
+writer_start_stream(struct store_blob_writer *w, struct err *err)
+{
+    size_t n;
+
+    if (writer_tmpfile(w, err) < 0) {
+        return -1;
+    }
+    w->cctx = ZSTD_createCCtx();
+    w->zout_len = ZSTD_CStreamOutSize();
+    w->zout = mem_alloc(w->zout_len);
+    if (w->cctx == NULL || w->zout == NULL) {
+        return err_set(err, ERR_NOMEM, "cannot compress a blob: out of memory");
+    }
+    n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->st->zstd_level);
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 0);
+    }
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_windowLog, STREAM_WINDOW_LOG);
+    }
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_hashLog, STREAM_HASH_LOG);
+    }
+    if (!ZSTD_isError(n)) {
+        n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_chainLog, STREAM_CHAIN_LOG);
+    }
+    if (ZSTD_isError(n)) {
+        return err_set(err, ERR_INTERNAL, "cannot compress a blob: %s", ZSTD_getErrorName(n));
+    }
+    w->streaming = 1;
+    if (writer_compress(w, w->head.data ? w->head.data : "", w->head.len, ZSTD_e_continue, err) <
+        0) {
+        return -1;
+    }
+    buf_release(&w->head);
+    return 0;
+}
+
+int
+store_blob_writer_open(struct store *st, struct store_blob_writer **out, struct err *err)
+{
+    struct store_blob_writer *w = mem_calloc(1, sizeof(*w));
+
+    *out = NULL;
+    if (w == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory opening a blob writer");
+    }
+    w->st = st;
+    w->fd = -1;
+    buf_init(&w->head, STORE_BLOB_HEAD);
+    w->hash = hash_new();
+    if (w->hash == NULL) {
+        mem_free(w);
+        return err_set(err, ERR_NOMEM, "out of memory opening a blob writer");
+    }
+    *out = w;
+    return 0;
+}
+
+uint64_t
+store_blob_writer_size(const struct store_blob_writer *w)
+{
+    return w->raw;
+}
+
+int
+store_blob_writer_hash(const struct store_blob_writer *w, uint8_t hash[HASH_LEN], struct err *err)
+{
+    if (!w->ended || w->failed) {
+        return err_set(err, ERR_INVAL, "the blob writer has not ended; call store_blob_writer_end");
+    }
+    memcpy(hash, w->digest, HASH_LEN);
+    return 0;
+}
+
+int
+store_blob_writer_write(struct store_blob_writer *w, const void *data, size_t len, struct err *err)
+{
+    if (w->failed || w->ended) {
+        return err_set(err, ERR_INVAL, "the blob writer is %s; start a new one",
+                       w->failed ? "in a failed state" : "already ended");
+    }
+    if (len == 0) {
+        return 0;
+    }
+    if (data == NULL) {
+        return err_set(err, ERR_INVAL, "blob data is missing");
+    }
+    if (len > w->st->blob_max || w->raw > w->st->blob_max - len) {
+        err_set(err, ERR_TOOBIG,
+                "blob of more than %zu bytes is over the limit; store smaller files",
+                w->st->blob_max);
+        return writer_fail(w, err);
+    }
+    hash_update(w->hash, data, len);
+    w->raw += len;
+    if (!w->streaming) {
+        if (w->head.len + len <= STORE_BLOB_HEAD) {
+            if (buf_append(&w->head, data, len) < 0) {
+                buf_err(&w->head, "a blob", err);
+                return writer_fail(w, err);
+            }
+            return 0;
+        }
+        if (writer_start_stream(w, err) < 0) {
+            return writer_fail(w, err);
+        }
+    }
+    if (writer_compress(w, data, len, ZSTD_e_continue, err) < 0) {
+        return writer_fail(w, err);
+    }
+    return 0;
+}
+
+int
+store_blob_writer_end(struct store_blob_writer *w, struct err *err)
+{
+    if (w->failed) {
+        return err_set(err, ERR_INVAL, "the blob writer is in a failed state; start a new one");
+    }
+    if (w->ended) {
+        return 0;
+    }
+    if (w->streaming) {
+        if (writer_compress(w, "", 0, ZSTD_e_end, err) < 0) {
+            return writer_fail(w, err);
+        }
+        ZSTD_freeCCtx(w->cctx);
+        w->cctx = NULL;
+        mem_free(w->zout);
+        w->zout = NULL;
+    }
+    hash_final(w->hash, w->digest);
+    w->hash = NULL;
+    w->ended = 1;
+    return 0;
+}
+
+static void
+writer_free(struct store_blob_writer *w)
+{
+    if (w->fd >= 0) {
+        close(w->fd);
+    }
+    ZSTD_freeCCtx(w->cctx);
+    mem_free(w->zout);
+    hash_free(w->hash);
+    buf_release(&w->head);
+    mem_free(w);
+}
+
+void
+store_blob_writer_abort(struct store_blob_writer *w)
+{
+    if (w != NULL) {
+        writer_free(w);
+    }
+}
+
+static const char SQL_PUT_ZERO[] = "INSERT INTO blobs (hash, size, codec, data, base, depth) "
+                                   "VALUES (?1, ?2, 1, zeroblob(?3), NULL, 0)";
+
+/* Copies the ended frame from the temporary file into a new row, declaring its size. */
+static int
+writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct err *err)
+{
+    struct store *st = w->st;
+    uint8_t hdr[ZHDR_DECLARED];
+    uint64_t stored = w->packed - ZHDR_STREAMED + ZHDR_DECLARED, off = ZHDR_STREAMED;
+    sqlite3_blob *b = NULL;
+    sqlite3_stmt *s;
+    char *chunk = NULL;
+    int rc, pos;
+
+    if (w->packed < ZHDR_STREAMED + 3 ||
+        pread(w->fd, hdr, ZHDR_STREAMED, 0) != (ssize_t)ZHDR_STREAMED ||
+        (uint32_t)(hdr[0] | hdr[1] << 8 | hdr[2] << 16 | (uint32_t)hdr[3] << 24) != ZFRAME_MAGIC ||
+        (hdr[4] & 0xE3) != 0) {
+        return err_set(err, ERR_INTERNAL,
+                       "the streamed blob's zstd frame header is not the expected one");
+    }
+    if (stored > (uint64_t)INT32_MAX) {
+        return err_set(err, ERR_TOOBIG,
+                       "a blob that compresses to %llu bytes is over SQLite's limit for one "
+                       "value; store smaller files",
+                       (unsigned long long)stored);
+    }
+    hdr[4] |= 0xC0; /* Frame_Content_Size_flag 3: 8 bytes; window descriptor kept */
+    for (int i = 0; i < 8; i++) {
+        hdr[ZHDR_STREAMED + i] = (uint8_t)(w->raw >> (8 * i));
+    }
+    s = store_stmt(st, SQL_PUT_ZERO, err);
+    if (s == NULL) {
+        return -1;
+    }
+    store_bind_hash(s, 1, hash);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)w->raw);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)stored);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        return store_sqlerr(st, rc, "store a blob", err);
+    }
+    rc = sqlite3_blob_open(st->db, "main", "blobs", "data", sqlite3_last_insert_rowid(st->db), 1,
+                           &b);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_blob_write(b, hdr, ZHDR_DECLARED, 0);
+    }
+    chunk = mem_alloc(STREAM_IO);
+    if (chunk == NULL) {
+        sqlite3_blob_close(b);
+        return err_set(err, ERR_NOMEM, "out of memory storing a blob");
+    }
+    pos = ZHDR_DECLARED;
+    while (rc == SQLITE_OK && off < w->packed) {
+        size_t want = w->packed - off < STREAM_IO ? (size_t)(w->packed - off) : STREAM_IO;
+        ssize_t got = pread(w->fd, chunk, want, (off_t)off);
+
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) {
+                continue;
+            }
+            mem_free(chunk);
+            sqlite3_blob_close(b);
+            return err_set(err, ERR_IO, "cannot read back the temporary file of a blob: %s",
+                           got < 0 ? strerror(errno) : "it is shorter than written");
+        }
+        rc = sqlite3_blob_write(b, chunk, (int)got, pos);
+        pos += (int)got;
+        off += (uint64_t)got;
+    }
+    mem_free(chunk);
+    if (rc != SQLITE_OK) {
+        sqlite3_blob_close(b);
+        return store_sqlerr(st, rc, "write a blob", err);
+    }
+    rc = sqlite3_blob_close(b);
+    if (rc != SQLITE_OK) {
+        return store_sqlerr(st, rc, "write a blob", err);
+    }
+    return 0;
+}
+
+int
+store_blob_writer_finish(struct store_blob_writer *w, uint8_t hash[HASH_LEN], int64_t *size,
+                         struct err *err)
+{
+    int own = 0, exists = 0, rc = -1;
+
+    if (w->failed) {
+        err_set(err, ERR_INVAL, "the blob writer is in a failed state; nothing was stored");
+        writer_free(w);
+        return -1;
+    }
+    if (store_blob_writer_end(w, err) < 0) {
+        writer_free(w);
+        return -1;
+    }
+    memcpy(hash, w->digest, HASH_LEN);
+    if (size != NULL) {
+        *size = (int64_t)w->raw;
+    }
+    if (!w->streaming) {
+        rc = blob_put(w->st, w->head.data ? w->head.data : "", w->head.len, NULL, hash, err);
+        writer_free(w);
+        return rc;
+    }
+    if (store_tx_begin(w->st, &own, err) < 0) {
+        writer_free(w);
+        return -1;
+    }
+    if (store_blob_has(w->st, hash, &exists, NULL, err) < 0) {
+        goto out;
+    }
+    rc = exists ? 0 : writer_store(w, hash, err);
+out:
+    rc = store_tx_end(w->st, own, rc, err);
+    writer_free(w);
+    return rc;
+}
+
+/* ---- the streaming reader ---------------------------------------------------------- */
+
+static const char SQL_ROW[] = "SELECT id, size, codec FROM blobs WHERE hash = ?1";
+
+static int
+fd_write_all(int fd, const void *p, size_t n, struct err *err)
+{
+    const char *c = p;
+
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            return err_set(err, ERR_IO, "cannot write a blob's bytes out: %s",
+                           k < 0 ? strerror(errno) : "nothing written");
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* store_blob_write_fd, and with expect >= 0 the row must say exactly that size. */
+static int
+blob_write_fd(struct store *st, const uint8_t hash[HASH_LEN], int64_t expect, int fd,
+              struct err *err)
+{
+    char hex[HASH_HEX_LEN + 1], what[96];
+    sqlite3_stmt *s = store_stmt(st, SQL_ROW, err);
+    sqlite3_blob *b = NULL;
+    ZSTD_DCtx *dctx = NULL;
+    struct hash_ctx *h = NULL;
+    char *in = NULL, *out = NULL;
+    uint8_t got[HASH_LEN];
+    int64_t id, size;
+    uint64_t done = 0;
+    int codec, rc, stored, pos = 0, ret = -1;
+
+    if (s == NULL) {
+        return -1;
+    }
+    hex_encode(hash, HASH_LEN, hex);
+    snprintf(what, sizeof(what), "blob '%.16s'", hex);
+    store_bind_hash(s, 1, hash);
+    rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        if (rc == SQLITE_DONE) {
+            return err_set(err, ERR_NOTFOUND, "blob '%s' is not in the database", hex);
+        }
+        return store_sqlerr(st, rc, "read a blob", err);
+    }
+    id = sqlite3_column_int64(s, 0);
+    size = sqlite3_column_int64(s, 1);
+    codec = sqlite3_column_int(s, 2);
+    sqlite3_reset(s);
+    if (size < 0 || (uint64_t)size > st->blob_max) {
+        return err_set(err, ERR_CORRUPT,
+                       "%s is corrupt: stored size %lld is outside 0..%zu; restore the database "
+                       "from a backup",
+                       what, (long long)size, st->blob_max);
+    }
+    if (expect >= 0 && size != expect) {
+        return err_set(err, ERR_CORRUPT,
+                       "%s is corrupt: it holds %lld bytes where %lld are expected; restore the "
+                       "database from a backup",
+                       what, (long long)size, (long long)expect);
+    }
+    if (codec == 2) {
+        /* A delta needs its base whole: these are manifests, never large files. */
+        struct buf all;
+        buf_init(&all, (size_t)size);
+        ret = store_blob_read(st, hash, &all, err);
+        if (ret == 0) {
+            ret = fd_write_all(fd, all.data ? all.data : "", all.len, err);
+        }
+        buf_release(&all);
+        return ret;
+    }
+    if (codec != 0 && codec != 1) {
+        return err_set(err, ERR_CORRUPT,
+                       "%s is corrupt: unknown codec %d; restore the database from a backup", what,
+                       codec);
+    }
+    rc = sqlite3_blob_open(st->db, "main", "blobs", "data", id, 0, &b);
+    if (rc != SQLITE_OK) {
+        return store_sqlerr(st, rc, "read a blob", err);
+    }
+    stored = sqlite3_blob_bytes(b);
+    h = hash_new();
+    in = mem_alloc(STREAM_IO);
+    out = codec == 1 ? mem_alloc(STREAM_IO) : NULL;
+    dctx = codec == 1 ? ZSTD_createDCtx() : NULL;
+    if (h == NULL || in == NULL || (codec == 1 && (out == NULL || dctx == NULL))) {
+        err_set(err, ERR_NOMEM, "cannot read %s: out of memory", what);
+        goto out;
+    }
+    if (codec == 0 && stored != size) {
+        err_set(err, ERR_CORRUPT,
+                "%s is corrupt: %d bytes stored for size %lld; restore the database from a "
+                "backup",
+                what, stored, (long long)size);
+        goto out;
+    }
+    while (pos < stored) {
+        int n = stored - pos < (int)STREAM_IO ? stored - pos : (int)STREAM_IO;
+
+        rc = sqlite3_blob_read(b, in, n, pos);
+        if (rc != SQLITE_OK) {
+            store_sqlerr(st, rc, "read a blob", err);
+            goto out;
+        }
+        if (codec == 0) {
+            hash_update(h, in, (size_t)n);
+            if (fd_write_all(fd, in, (size_t)n, err) < 0) {
+                goto out;
+            }
+            done += (uint64_t)n;
+        } else {
+            ZSTD_inBuffer zi = {in, (size_t)n, 0};
+            if (pos == 0) {
+                /* The frame must declare exactly the stored size (as store_blob_get). */
+                unsigned long long content = ZSTD_getFrameContentSize(in, (size_t)n);
+                if (content != (unsigned long long)size) {
+                    err_set(err, ERR_CORRUPT,
+                            "%s is corrupt: its zstd frame does not declare the stored size "
+                            "%lld; restore the database from a backup",
+                            what, (long long)size);
+                    goto out;
+                }
+            }
+            while (zi.pos < zi.size) {
+                ZSTD_outBuffer zo = {out, STREAM_IO, 0};
+                size_t z = ZSTD_decompressStream(dctx, &zo, &zi);
+                if (ZSTD_isError(z) || done + zo.pos > (uint64_t)size) {
+                    err_set(err, ERR_CORRUPT,
+                            "%s is corrupt: %s; restore the database from a backup", what,
+                            ZSTD_isError(z) ? ZSTD_getErrorName(z) : "more bytes than its size");
+                    goto out;
+                }
+                hash_update(h, out, zo.pos);
+                if (fd_write_all(fd, out, zo.pos, err) < 0) {
+                    goto out;
+                }
+                done += zo.pos;
+            }
+        }
+        pos += n;
+    }
+    if (codec == 1) {
+        /* flush whatever the decoder still holds */
+        for (;;) {
+            ZSTD_inBuffer zi = {"", 0, 0};
+            ZSTD_outBuffer zo = {out, STREAM_IO, 0};
+            size_t z = ZSTD_decompressStream(dctx, &zo, &zi);
+            if (ZSTD_isError(z) || done + zo.pos > (uint64_t)size) {
+                err_set(err, ERR_CORRUPT, "%s is corrupt: %s; restore the database from a backup",
+                        what, ZSTD_isError(z) ? ZSTD_getErrorName(z) : "more bytes than its size");
+                goto out;
+            }
+            hash_update(h, out, zo.pos);
+            if (fd_write_all(fd, out, zo.pos, err) < 0) {
+                goto out;
+            }
+            done += zo.pos;
+            if (zo.pos == 0) {
+                break;
+            }
+        }
+    }
+    hash_final(h, got);
+    h = NULL;
+    if (done != (uint64_t)size) {
+        err_set(err, ERR_CORRUPT,
+                "%s is corrupt: it holds %llu bytes for size %lld; restore the database from a "
+                "backup",
+                what, (unsigned long long)done, (long long)size);
+        goto out;
+    }
+    if (memcmp(got, hash, HASH_LEN) != 0) {
+        /* the words store_blob_get uses, so both paths report a damaged blob alike */
+        err_set(err, ERR_CORRUPT,
+                "%s is corrupt: its bytes do not match its hash; restore the database from a "
+                "backup",
+                what);
+        goto out;
+    }
+    ret = 0;
+out:
+    sqlite3_blob_close(b);
+    hash_free(h);
+    ZSTD_freeDCtx(dctx);
+    mem_free(in);
+    mem_free(out);
+    return ret;
+}
+
+int
+store_blob_write_fd(struct store *st, const uint8_t hash[HASH_LEN], int fd, struct err *err)
+{
+    return blob_write_fd(st, hash, -1, fd, err);
+}
+
+int
+store_blob_write_fd_size(struct store *st, const uint8_t hash[HASH_LEN], uint64_t size, int fd,
+                         struct err *err)
+{
+    if (size > (uint64_t)INT64_MAX) {
+        return err_set(err, ERR_INVAL, "a blob size of %llu bytes is out of range",
+                       (unsigned long long)size);
+    }
+    return blob_write_fd(st, hash, (int64_t)size, fd, err);
 }

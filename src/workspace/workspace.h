@@ -139,12 +139,25 @@ int ws_manifest_diff(const struct ws_manifest *from, const struct ws_manifest *t
  * How the workspace reads and writes blob contents. get appends the blob's bytes to
  * out (whose max bounds it); put stores bytes and returns their SHA-256 in hash. Both
  * return 0 or -1 with err set (ERR_NOTFOUND, ERR_CORRUPT, ERR_TOOBIG, ...).
+ *
+ * write_fd is optional (NULL: get is used for everything). When set, a sync writes a
+ * regular file of WS_STREAM_MIN bytes or more through it instead of get, so a big file
+ * never sits in memory: it writes the blob's bytes to fd in pieces, with get's checks
+ * (the blob must hold exactly `size` bytes, which it checks before writing anything,
+ * and match its hash). On failure some bytes may be in fd already: the sync removes the
+ * file, so either path leaves the same thing behind (nothing at the name).
+ * Initialize with designated initializers: fields may be added.
  */
 struct ws_blobs {
     void *ctx;
     int (*get)(void *ctx, const uint8_t hash[HASH_LEN], struct buf *out, struct err *err);
     int (*put)(void *ctx, const void *data, size_t len, uint8_t hash[HASH_LEN], struct err *err);
+    int (*write_fd)(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd,
+                    struct err *err);
 };
+
+/* Files this big or bigger go through ws_blobs.write_fd when it is set. */
+#define WS_STREAM_MIN ((uint64_t)1 << 20)
 
 /* ---- the workspace directory ------------------------------------------------------ */
 
@@ -173,7 +186,8 @@ const char *ws_dir_path(const struct ws_dir *d);
 /*
  * Incremental sync: makes the directory equal to m, trusting the stat cache: entries
  * that m and the last-synced manifest agree on are not touched; others are written
- * (parents created, files via blobs->get, mode 0644/0755, symlinks, empty dirs) or
+ * (parents created, files via blobs->get or, from WS_STREAM_MIN bytes, blobs->write_fd,
+ * mode 0644/0755, symlinks, empty dirs) or
  * removed (directories recursively, links never followed). Use ws_dir_resync when
  * anything besides this module may have changed the directory in an unknown way.
  * On failure the cache is invalidated, so the next sync must be a resync.

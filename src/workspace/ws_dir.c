@@ -14,7 +14,10 @@
  * then fchmod 0644/0755 (the umask does not apply). Removing first, rather than
  * O_TRUNC on the existing name, also stops two quieter attacks: a hard link the
  * command made to another workspace file (truncating would change both) and a FIFO
- * left at the name (opening it for writing would block drun forever).
+ * left at the name (opening it for writing would block drun forever). A file of
+ * WS_STREAM_MIN bytes or more is written through blobs->write_fd when the caller gives
+ * one, so its bytes never sit in memory; a failed stream removes the partial file. A
+ * full re-sync hashes such a file in pieces (hash_fd) for the same reason.
  */
 #include "workspace/ws_int.h"
 
@@ -222,6 +225,41 @@ write_all(int fd, const char *data, size_t len, const char *shown, struct err *e
 }
 
 /*
+ * Writes regular file e (nothing at its name now) through blobs->write_fd, without
+ * holding its bytes; on any failure the partial file is removed again.
+ */
+static int
+write_streamed(const struct ws_entry *e, const struct ws_blobs *blobs, int pfd, const char *leaf,
+               const char *q, struct stat *st, struct err *err)
+{
+    mode_t mode = e->type == WS_EXEC ? 0755 : 0644;
+    int fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+
+    if (fd < 0) {
+        return err_set(err, ERR_IO, "cannot create '%s': %s", q, strerror(errno));
+    }
+    if (blobs->write_fd(blobs->ctx, e->hash, e->size, fd, err) != 0) {
+        err_wrap(err, "cannot write '%s'", q);
+        goto fail;
+    }
+    if (fchmod(fd, mode) != 0 || fstat(fd, st) != 0) {
+        err_set(err, ERR_IO, "cannot set the mode of '%s': %s", q, strerror(errno));
+        goto fail;
+    }
+    if ((uint64_t)st->st_size != e->size) {
+        err_set(err, ERR_CORRUPT, "blob for '%s' holds %lld bytes, the manifest says %llu", q,
+                (long long)st->st_size, (unsigned long long)e->size);
+        goto fail;
+    }
+    close(fd);
+    return 0;
+fail:
+    close(fd);
+    unlinkat(pfd, leaf, 0);
+    return -1;
+}
+
+/*
  * Makes the disk entry at e->path what e says, whatever is there now, and fills *c
  * with the stat of the result. `blob` is scratch space.
  */
@@ -266,6 +304,14 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
         goto out;
     }
     if (ws_fs_rm(pfd, leaf, q, err) != 0) {
+        goto out;
+    }
+    if (e->type != WS_SYMLINK && blobs->write_fd != NULL && e->size >= WS_STREAM_MIN) {
+        rc = write_streamed(e, blobs, pfd, leaf, q, &st, err);
+        if (rc == 0) {
+            ws_stat_from(c, &st);
+            d->stats.files_written++;
+        }
         goto out;
     }
     buf_reset(blob);
@@ -442,6 +488,51 @@ struct resync {
     struct buf data;         /* scratch for reading contents */
 };
 
+/*
+ * SHA-256 of what fd holds, read in pieces: 1 if it held exactly `size` bytes (h set),
+ * 0 if it held another number, -1 on a read error.
+ */
+static int
+hash_fd(int fd, uint64_t size, uint8_t h[HASH_LEN], const char *shown, struct err *err)
+{
+    size_t cap = (size_t)64 << 10;
+    char *piece = mem_alloc(cap);
+    struct hash_ctx *hc = hash_new();
+    uint64_t total = 0;
+    int rc = -1;
+
+    if (piece == NULL || hc == NULL) {
+        err_set(err, ERR_NOMEM, "cannot read '%s': out of memory", shown);
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(fd, piece, cap);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            err_set(err, ERR_IO, "cannot read '%s': %s", shown, strerror(errno));
+            goto out;
+        }
+        if (n == 0) {
+            break;
+        }
+        total += (uint64_t)n;
+        if (total > size) {
+            rc = 0;
+            goto out;
+        }
+        hash_update(hc, piece, (size_t)n);
+    }
+    hash_final(hc, h);
+    hc = NULL;
+    rc = total == size;
+out:
+    hash_free(hc);
+    mem_free(piece);
+    return rc;
+}
+
 /* 1 if the file or link at name (stat st) holds exactly e's content. */
 static int
 content_matches(struct resync *r, int pfd, const char *name, const struct stat *st,
@@ -480,6 +571,16 @@ content_matches(struct resync *r, int pfd, const char *name, const struct stat *
         if (fstat(fd, &st2) != 0 || st2.st_ino != st->st_ino || !S_ISREG(st2.st_mode)) {
             close(fd);
             return 0;
+        }
+        if (e->size >= WS_STREAM_MIN) {
+            /* big files are hashed in pieces, never read whole (as the sync writes them) */
+            rc = hash_fd(fd, e->size, h, e->path, err);
+            close(fd);
+            if (rc < 0) {
+                return -1;
+            }
+            r->d->stats.files_read++;
+            return rc == 1 && memcmp(h, e->hash, HASH_LEN) == 0;
         }
         rc = ws_fs_read_fd(fd, &r->data, e->path, err);
         close(fd);

@@ -68,7 +68,7 @@ mb_get(void *ctx, const uint8_t hash[HASH_LEN], struct buf *out, struct err *err
 }
 
 static struct mem_blobs store;
-static struct ws_blobs blobs = {&store, mb_get, mb_put};
+static struct ws_blobs blobs = {.ctx = &store, .get = mb_get, .put = mb_put};
 
 /* Adds an entry whose content (or link target) is `content`. */
 static void

@@ -70,7 +70,7 @@ mb_get(void *ctx, const uint8_t hash[HASH_LEN], struct buf *out, struct err *err
     return err_set(err, ERR_NOTFOUND, "no such blob");
 }
 
-static struct ws_blobs blobs = {NULL, mb_get, mb_put};
+static struct ws_blobs blobs = {.ctx = NULL, .get = mb_get, .put = mb_put};
 
 static const char *
 wp(const char *rel)

@@ -46,7 +46,7 @@ b_get(void *ctx, const uint8_t hash[HASH_LEN], struct buf *out, struct err *err)
     return 0;
 }
 
-static struct ws_blobs blobs = {NULL, b_get, b_put};
+static struct ws_blobs blobs = {.ctx = NULL, .get = b_get, .put = b_put};
 
 static int
 build(const char *path, int files, struct ws_dir **out, size_t *heap)
