@@ -19,7 +19,7 @@
  *     gzip bombs and endless headers from filling memory);
  *   - uses no proxy from the environment, no .netrc, no cookie engine and no protocol
  *     other than http and https (so the daemon's own settings cannot leak or be used);
- *   - carries operator credential headers only to their exact host, and never after a
+ *   - carries operator credential headers only to their domain (exact or *.x), never after a
  *     hop that leaves it or drops from https to http.
  *
  * Invariants: the result is handed to on_done exactly once; after that the struct
@@ -70,6 +70,7 @@ struct fetch {
     int collect_assets;
     fetch_sink_fn sink;
     void *sink_ud;
+    fetch_asset_sink_fn asset_sink;
     struct curl_slist *resolve;
 
     /* the transfer in flight */
@@ -83,6 +84,9 @@ struct fetch {
     int cur_asset; /* -1 main */
     int redirects;
     int creds_ok; /* 0 once the chain dropped from https to http */
+    /* per credential: 1 once a hop of the current chain went to a host it does not
+     * match, so a chain that leaves a credential's domain never gets it again */
+    unsigned char *cred_left;
     uint64_t cur_bytes;
     uint64_t cur_cap;
     size_t cur_hdr_bytes;
@@ -186,6 +190,7 @@ static void
 maybe_free(struct fetch *f)
 {
     if (f->state == ST_CLOSING && f->open_handles == 0) {
+        mem_free(f->cred_left);
         mem_free(f);
     }
 }
@@ -415,7 +420,21 @@ write_cb(char *p, size_t size, size_t n, void *ud)
         return len; /* a redirect's body is counted, never kept */
     }
     if (f->cur_asset < 0 && f->sink != NULL) {
+        char *ct = NULL;
+
         if (f->sink(f->sink_ud, p, len, &f->why_err) != 0) {
+            f->why = WHY_SINK;
+            return 0;
+        }
+        /* An HTML page's text is needed for its assets: kept too, within the same cap. */
+        curl_easy_getinfo(f->easy, CURLINFO_CONTENT_TYPE, &ct);
+        if (f->collect_assets && ct != NULL && strcasestr(ct, "text/html") != NULL &&
+            buf_append(&f->res->body, p, len) != 0) {
+            f->why = WHY_NOMEM;
+            return 0;
+        }
+    } else if (f->cur_asset >= 0 && f->asset_sink != NULL) {
+        if (f->asset_sink(f->sink_ud, (size_t)f->cur_asset, p, len, &f->why_err) != 0) {
             f->why = WHY_SINK;
             return 0;
         }
@@ -464,15 +483,27 @@ add_header(struct fetch *f, const char *name, const char *value, struct err *err
 }
 
 static int
-cred_applies(struct fetch *f, const struct fetch_credential *c)
+cred_applies(struct fetch *f, size_t k)
 {
-    char dom[256];
+    const struct fetch_credential *c = &f->pol.credentials[k];
 
-    if (!f->creds_ok || c->domain == NULL || strlen(c->domain) >= sizeof(dom)) {
+    if (!f->creds_ok || f->cred_left == NULL || f->cred_left[k] || c->domain == NULL ||
+        strcmp(c->domain, "*") == 0) {
         return 0;
     }
-    fetch_host_normalize(c->domain, dom, sizeof(dom));
-    return strcmp(dom, f->cur_host) == 0;
+    return fetch_host_matches(c->domain, f->cur_host);
+}
+
+/* Marks the credentials whose domain the current hop's host leaves. */
+static void
+cred_track(struct fetch *f)
+{
+    for (size_t k = 0; f->cred_left != NULL && k < f->pol.n_credentials; k++) {
+        const struct fetch_credential *c = &f->pol.credentials[k];
+        if (c->domain == NULL || !fetch_host_matches(c->domain, f->cur_host)) {
+            f->cred_left[k] = 1;
+        }
+    }
 }
 
 static int
@@ -481,6 +512,7 @@ build_headers(struct fetch *f, int *credentialed, struct err *err)
     int same_host = f->first_host != NULL && strcmp(f->first_host, f->cur_host) == 0;
 
     *credentialed = 0;
+    cred_track(f);
     if (f->cur_asset < 0) {
         for (size_t i = 0; i < f->n_headers; i++) {
             const struct fetch_header *h = &f->headers[i];
@@ -488,7 +520,7 @@ build_headers(struct fetch *f, int *credentialed, struct err *err)
             /* The agent cannot replace a credential header with its own value. */
             for (size_t k = 0; k < f->pol.n_credentials; k++) {
                 const struct fetch_credential *c = &f->pol.credentials[k];
-                if (c->header && strcasecmp(c->header, h->name) == 0 && cred_applies(f, c)) {
+                if (c->header && strcasecmp(c->header, h->name) == 0 && cred_applies(f, k)) {
                     drop = 1;
                 }
             }
@@ -506,7 +538,7 @@ build_headers(struct fetch *f, int *credentialed, struct err *err)
     }
     for (size_t k = 0; k < f->pol.n_credentials; k++) {
         const struct fetch_credential *c = &f->pol.credentials[k];
-        if (c->header && c->value && cred_applies(f, c)) {
+        if (c->header && c->value && cred_applies(f, k)) {
             if (add_header(f, c->header, c->value, err) != 0) {
                 return -1;
             }
@@ -787,6 +819,9 @@ start_request(struct fetch *f, const char *url, int asset, struct err *err)
     f->cur_asset = asset;
     f->redirects = 0;
     f->creds_ok = 1;
+    if (f->cred_left != NULL) {
+        memset(f->cred_left, 0, f->pol.n_credentials);
+    }
     if (asset < 0) {
         snprintf(f->cur_method, sizeof(f->cur_method), "%s", f->method);
         f->cur_send_body = f->body != NULL;
@@ -972,6 +1007,7 @@ transfer_done(struct fetch *f, CURLcode code)
         struct fetch_asset *a = &r->assets[f->cur_asset];
         char reason[32];
         a->status = status;
+        a->bytes = f->cur_bytes;
         a->content_type = mem_strdup(ct ? ct : "");
         if (a->content_type == NULL) {
             err_set(&e, ERR_NOMEM, "out of memory");
@@ -996,7 +1032,7 @@ transfer_done(struct fetch *f, CURLcode code)
         return;
     }
     end_easy(f);
-    if (f->collect_assets && f->sink == NULL && strcasestr(r->content_type, "text/html")) {
+    if (f->collect_assets && strcasestr(r->content_type, "text/html")) {
         begin_assets(f);
         return;
     }
@@ -1097,10 +1133,23 @@ fetch_start(void *loop, const struct fetch_policy *policy, const struct fetch_re
             err_wrap(err, "fetch_credentials entry %zu", i + 1);
             return NULL;
         }
+        if (strcmp(c->domain, "*") == 0) {
+            err_set(err, ERR_INVAL,
+                    "fetch_credentials entry %zu: domain '*' would send the credential to "
+                    "every host; name its host or '*.domain'",
+                    i + 1);
+            return NULL;
+        }
     }
     f = mem_calloc(1, sizeof(*f));
     r = mem_calloc(1, sizeof(*r));
-    if (f == NULL || r == NULL) {
+    if (f != NULL) {
+        f->cred_left = mem_calloc(policy->n_credentials + 1, 1);
+    }
+    if (f == NULL || r == NULL || f->cred_left == NULL) {
+        if (f != NULL) {
+            mem_free(f->cred_left);
+        }
         mem_free(f);
         mem_free(r);
         err_set(err, ERR_NOMEM, "out of memory starting a fetch");
@@ -1118,6 +1167,7 @@ fetch_start(void *loop, const struct fetch_policy *policy, const struct fetch_re
     f->collect_assets = req->collect_assets;
     f->sink = req->sink;
     f->sink_ud = req->sink_ud;
+    f->asset_sink = req->asset_sink;
     f->res = r;
     buf_init(&r->body, (size_t)f->pol.max_bytes);
     for (size_t i = 0; i < f->pol.n_resolve; i++) {
@@ -1166,6 +1216,7 @@ fetch_start(void *loop, const struct fetch_policy *policy, const struct fetch_re
 fail:
     curl_slist_free_all(f->resolve);
     mem_free(f->cur_host);
+    mem_free(f->cred_left);
     fetch_result_free(r);
     mem_free(f);
     return NULL;

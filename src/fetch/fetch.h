@@ -11,8 +11,9 @@
  *     refused unless the operator allowed private addresses or a matching CIDR;
  *   - body bytes (decoded bytes for compressed bodies), header bytes, assets and
  *     bytes per asset, connect and total time are capped while streaming;
- *   - credential headers from the operator's config are added for their exact host
- *     only, never on a hop that leaves it, and never appear in anything returned.
+ *   - credential headers from the operator's config are added for their domain only
+ *     (an exact host or "*.example.com" for its subdomains), never once a redirect
+ *     chain has left it, and never appear in anything returned.
  *
  * Transfers run on the caller's libuv loop (curl's multi interface driven by uv_poll
  * and uv_timer), so other calls carry on; fetch_run() is a blocking wrapper for tests
@@ -65,7 +66,7 @@ const char *fetch_outcome_name(int outcome);
 
 /* A header from the operator's config whose value the agent never sees. */
 struct fetch_credential {
-    const char *domain; /* exact host (compared lower-cased, trailing dot dropped) */
+    const char *domain; /* exact host or "*.x.y" (lower-cased, trailing dot dropped) */
     const char *header; /* header name, e.g. "Authorization" */
     const char *value;  /* resolved by the caller from the daemon's environment */
 };
@@ -108,6 +109,16 @@ struct fetch_header {
  */
 typedef int (*fetch_sink_fn)(void *ud, const void *data, size_t len, struct err *why);
 
+/*
+ * Receives an asset's body bytes as they arrive (asset is the index into the result's
+ * assets[]; only the final response of the asset's redirect chain is passed, whatever
+ * its status). Returns 0 or -1 to fail that asset (the fetch goes on). The asset's
+ * state in the result (FETCH_ASSET_FETCHED or not) says whether the bytes count. With
+ * an asset sink asset bodies are not kept in the result.
+ */
+typedef int (*fetch_asset_sink_fn)(void *ud, size_t asset, const void *data, size_t len,
+                                   struct err *why);
+
 struct fetch_request {
     const char *url;
     const char *method;                 /* NULL: GET; upper-cased; token characters only */
@@ -117,7 +128,9 @@ struct fetch_request {
     size_t body_len;
     int collect_assets; /* for an HTML response, fetch its assets (reference §5 step 9) */
     fetch_sink_fn sink; /* NULL: keep the body in the result (at most max_bytes) */
-    void *sink_ud;
+    void *sink_ud;      /* for sink and asset_sink */
+    /* NULL: keep asset bodies in the result (at most max_asset_bytes each) */
+    fetch_asset_sink_fn asset_sink;
 };
 
 /* One request hop, for the audit log. Holds no credential value. */
@@ -140,7 +153,8 @@ struct fetch_asset {
     char reason[256]; /* skipped/failed: "domain_not_allowed", "http_404", or the error */
     long status;
     char *content_type; /* "" if none */
-    struct buf body;    /* fetched bytes (at most max_asset_bytes) */
+    struct buf body;    /* fetched bytes (at most max_asset_bytes), unless an asset sink */
+    uint64_t bytes;     /* body bytes of the asset's final response */
 };
 
 struct fetch_result {
@@ -151,7 +165,10 @@ struct fetch_result {
     char *url;          /* the URL as requested (normalized) */
     char *final_url;    /* after redirects */
     uint64_t bytes;     /* body bytes received (decoded) */
-    struct buf body;    /* the body, unless a sink took it */
+    /* The body, unless a sink took it. With a sink and collect_assets, an HTML body
+     * (Content-Type text/html) is also kept here, bounded by max_bytes, because its
+     * assets are collected from its text. */
+    struct buf body;
     struct fetch_hop *hops;
     size_t n_hops;
     struct fetch_asset *assets; /* in the reference's order, de-duplicated */
@@ -220,6 +237,13 @@ int fetch_url_check(const struct fetch_policy *p, const char *url, char **norm, 
 
 /* Returns 1 if the normalized host is allowed by the policy's allowlist, else 0. */
 int fetch_host_allowed(const struct fetch_policy *p, const char *host);
+
+/*
+ * Returns 1 if host matches one allowlist-style entry: exact, "*.x.y" (subdomains only)
+ * or "*", after lower-casing and dropping a trailing dot; an IP literal only an
+ * identical IP entry. Also how [[fetch_credentials]] domains are matched.
+ */
+int fetch_host_matches(const char *entry, const char *host);
 
 /* Lower-cases and drops one trailing dot into out (size >= strlen(in)+1). */
 void fetch_host_normalize(const char *in, char *out, size_t size);

@@ -596,7 +596,9 @@ fetch_layout_make(const struct fetch_result *r, struct fetch_layout **out, struc
             if (want == FETCH_ASSET_FETCHED) {
                 buf_puts(m, ",\n      \"saved_to\": ");
                 json_str(m, l->asset_paths[i]);
-                buf_printf(m, ",\n      \"bytes\": %zu,\n      \"content_type\": ", a->body.len);
+                /* bytes: counted by the gateway; a kept body (no asset sink) says the same */
+                buf_printf(m, ",\n      \"bytes\": %llu,\n      \"content_type\": ",
+                           (unsigned long long)(a->bytes > a->body.len ? a->bytes : a->body.len));
                 json_str(m, a->content_type);
                 buf_printf(m, ",\n      \"status\": %ld", a->status);
             } else {

@@ -131,6 +131,22 @@ entry_matches(const char *entry_raw, const char *host, int host_is_ip, const uns
 }
 
 int
+fetch_host_matches(const char *entry, const char *host_raw)
+{
+    char host[256];
+    unsigned char hbin[16];
+    int hfam = 0, is_ip;
+
+    if (entry == NULL || host_raw == NULL || host_raw[0] == 0 || strlen(host_raw) >= sizeof(host) ||
+        strlen(entry) >= sizeof(host)) {
+        return 0;
+    }
+    fetch_host_normalize(host_raw, host, sizeof(host));
+    is_ip = ip_literal(host, hbin, &hfam);
+    return entry_matches(entry, host, is_ip, hbin, hfam);
+}
+
+int
 fetch_host_allowed(const struct fetch_policy *p, const char *host_raw)
 {
     const char *const *list = p->allowlist_given ? p->domain_allowlist : fetch_default_allowlist;

@@ -271,6 +271,26 @@ int session_edit_write(struct session_edit *ed, const char *key, const void *dat
 /* Stages an entry whose blob is already stored (merge), at its own path. */
 int session_edit_put(struct session_edit *ed, const struct ws_entry *entry, struct session_err *e);
 
+/*
+ * Stages a regular file at `key` (normalized, as session_edit_write) whose content is a
+ * blob already in the store (store_blob_writer_finish), so no content passes through
+ * memory again. The blob must be stored with exactly `size` bytes (else ERR_NOTFOUND or
+ * ERR_CORRUPT). The workspace directory gets the file at its next sync, as for
+ * session_edit_write.
+ */
+int session_edit_put_blob(struct session_edit *ed, const char *key, const uint8_t hash[HASH_LEN],
+                          uint64_t size, int exec, struct session_err *e);
+
+/*
+ * Stages a regular file at `key` whose content is in a store blob writer (session_fetch
+ * streams bodies into one). The writer is ended here (its hash and size go into the
+ * manifest) and the edit owns it from this call on, failure included: the commit
+ * stores it inside its own transaction (so a concurrent gc cannot take the row before
+ * the checkpoint refers to it), an abort drops it.
+ */
+int session_edit_put_writer(struct session_edit *ed, const char *key, struct store_blob_writer *w,
+                            int exec, struct session_err *e);
+
 /* Stages the removal of `key`: SESSION_E_FILE_NOT_FOUND "'k' not in current checkpoint". */
 int session_edit_remove(struct session_edit *ed, const char *key, struct session_err *e);
 

@@ -24,6 +24,7 @@
 struct staged {
     const void *data;
     size_t len;
+    struct store_blob_writer *w; /* non-NULL: stored from this writer at commit */
 };
 
 struct session_edit {
@@ -57,6 +58,9 @@ session_edit_abort(struct session_edit *ed)
         return;
     }
     ws_manifest_free(ed->next);
+    for (size_t i = 0; i < ed->n; i++) {
+        store_blob_writer_abort(ed->v[i].w);
+    }
     mem_free(ed->v);
     mem_free(ed);
 }
@@ -102,7 +106,40 @@ session_edit_write(struct session_edit *ed, const char *key, const void *data, s
     buf_release(&k);
     ed->v[ed->n].data = data;
     ed->v[ed->n].len = len;
+    ed->v[ed->n].w = NULL;
     ed->n++;
+    return 0;
+}
+
+int
+session_edit_put_writer(struct session_edit *ed, const char *key, struct store_blob_writer *w,
+                        int exec, struct session_err *e)
+{
+    uint8_t hash[HASH_LEN];
+
+    /* Staged as an empty write first (the key checks and the room), then given the
+     * writer's hash and size; from here on the edit owns w. */
+    if (store_blob_writer_end(w, &e->base) < 0 || store_blob_writer_hash(w, hash, &e->base) < 0) {
+        store_blob_writer_abort(w);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (session_edit_write(ed, key, "", 0, exec, e) < 0) {
+        store_blob_writer_abort(w);
+        return -1;
+    }
+    ed->v[ed->n - 1].w = w;
+    {
+        struct buf k;
+        if (normalize(key, &k, e) < 0) {
+            return -1;
+        }
+        if (ws_manifest_set(ed->next, buf_cstr(&k), exec ? WS_EXEC : WS_FILE,
+                            store_blob_writer_size(w), hash, &e->base) < 0) {
+            buf_release(&k);
+            return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        }
+        buf_release(&k);
+    }
     return 0;
 }
 
@@ -114,6 +151,40 @@ session_edit_put(struct session_edit *ed, const struct ws_entry *entry, struct s
         return session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
                                 &e->base);
     }
+    return 0;
+}
+
+int
+session_edit_put_blob(struct session_edit *ed, const char *key, const uint8_t hash[HASH_LEN],
+                      uint64_t size, int exec, struct session_err *e)
+{
+    struct buf k;
+    int exists = 0;
+    int64_t stored = -1;
+
+    if (normalize(key, &k, e) < 0) {
+        return -1;
+    }
+    if (store_blob_has(ed->s->mgr->st, hash, &exists, &stored, &e->base) < 0) {
+        buf_release(&k);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    if (!exists || stored != (int64_t)size) {
+        char hex[HASH_HEX_LEN + 1];
+        hex_encode(hash, HASH_LEN, hex);
+        buf_release(&k);
+        return session_fail(e, SESSION_E_OTHER, exists ? ERR_CORRUPT : ERR_NOTFOUND,
+                            exists ? "blob '%.16s' holds %lld bytes, not %llu; nothing was staged"
+                                   : "blob '%.16s' is not stored; store it before staging it",
+                            hex, (long long)stored, (unsigned long long)size);
+    }
+    if (ws_manifest_set(ed->next, buf_cstr(&k), exec ? WS_EXEC : WS_FILE, size, hash, &e->base) <
+        0) {
+        buf_release(&k);
+        return session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
+                                &e->base);
+    }
+    buf_release(&k);
     return 0;
 }
 
@@ -187,8 +258,8 @@ put_stream(struct session_mgr *m, const void *data, size_t len, uint8_t hash[HAS
  * rolls it back in every case.
  */
 static int
-commit_manifest(struct session *s, struct ws_manifest *next, const struct staged *staged,
-                size_t n_staged, const struct session_commit_meta *meta, struct store_audit *audit,
+commit_manifest(struct session *s, struct ws_manifest *next, struct staged *staged, size_t n_staged,
+                const struct session_commit_meta *meta, struct store_audit *audit,
                 struct session_delta *delta, int in_tx, struct session_err *e)
 {
     struct session_mgr *m = s->mgr;
@@ -233,7 +304,15 @@ commit_manifest(struct session *s, struct ws_manifest *next, const struct staged
         s->cap_live = (size_t)at + 10;
     }
     for (size_t i = 0; i < n_staged; i++) {
-        if (store_blob_put(m->st, staged[i].data, staged[i].len, hash, &e->base) < 0) {
+        int rc;
+        if (staged[i].w != NULL) {
+            /* Inside the bracket, so gc never sees the row unreferenced. */
+            rc = store_blob_writer_finish(staged[i].w, hash, NULL, &e->base);
+            staged[i].w = NULL;
+        } else {
+            rc = store_blob_put(m->st, staged[i].data, staged[i].len, hash, &e->base);
+        }
+        if (rc < 0) {
             session_fail_err(e, SESSION_E_OTHER, &e->base);
             goto fail;
         }

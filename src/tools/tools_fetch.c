@@ -6,8 +6,18 @@
  * The call takes the session first (session_enter(SESSION_WRITE): the session must
  * exist, a busy one answers session_busy), so the checkpoint at the end cannot race
  * another mutation of the same session. The transfer itself runs on the loop (curl's
- * multi interface), so other sessions' calls carry on meanwhile. The body is kept in
- * memory, bounded by fetch_max_bytes while it streams; assets by the per-asset cap.
+ * multi interface), so other sessions' calls carry on meanwhile.
+ *
+ * Streaming. The body is never held in memory: the gateway's sink feeds it straight
+ * into a store blob writer (hashed and zstd-compressed chunk by chunk into an unlinked
+ * temporary file), and each asset into its own writer, so memory stays near one chunk
+ * per transfer whatever the size; the caps stay the gateway's, enforced as bytes
+ * arrive. Only an HTML page is also kept in memory (by the gateway, within
+ * fetch_max_bytes), because its assets are collected from its text. At the end the
+ * writers are handed to the session edit (session_edit_put_writer), whose commit stores
+ * them (one row each, unless the content is already stored) in the same transaction as
+ * the checkpoint; a failed, refused or cancelled fetch aborts them, so nothing is
+ * stored, and so does a commit that fails (size or checkpoint limit).
  *
  * The end of the fetch (fetch_done) writes one audit event per request hop (main
  * request, redirects, assets), whatever the outcome, then either commits the files as
@@ -62,6 +72,13 @@ struct fetch_call {
     char session_id[16];
     int64_t last_progress_ms;
     int sent_progress;
+    struct store *st;
+    struct store_blob_writer *main_w;   /* the body, opened at its first byte */
+    struct store_blob_writer **asset_w; /* per asset index, opened at its first byte */
+    size_t n_asset_w;
+    size_t asset_streaming; /* index of the asset whose writer is still compressing */
+    int has_werr;           /* a writer failed: the call fails with werr */
+    struct err werr;
 };
 
 static void
@@ -70,6 +87,11 @@ fc_free(struct fetch_call *fc)
     if (fc == NULL) {
         return;
     }
+    store_blob_writer_abort(fc->main_w);
+    for (size_t i = 0; i < fc->n_asset_w; i++) {
+        store_blob_writer_abort(fc->asset_w[i]);
+    }
+    mem_free(fc->asset_w);
     mem_free(fc->creds);
     mem_free(fc->cidrs);
     mem_free(fc->resolve);
@@ -221,6 +243,78 @@ read_headers(struct fetch_call *fc, const cJSON *arr, struct err *err)
     return 0;
 }
 
+/* ---- the body and assets into blob writers ------------------------------------------------ */
+
+static int
+sink_fail(struct fetch_call *fc, struct err *why)
+{
+    fc->has_werr = 1;
+    *why = fc->werr;
+    return -1;
+}
+
+static int
+body_sink(void *ud, const void *data, size_t len, struct err *why)
+{
+    struct fetch_call *fc = ud;
+
+    if (fc->main_w == NULL && store_blob_writer_open(fc->st, &fc->main_w, &fc->werr) < 0) {
+        return sink_fail(fc, why);
+    }
+    if (store_blob_writer_write(fc->main_w, data, len, &fc->werr) < 0) {
+        return sink_fail(fc, why);
+    }
+    return 0;
+}
+
+static int
+asset_sink(void *ud, size_t asset, const void *data, size_t len, struct err *why)
+{
+    struct fetch_call *fc = ud;
+
+    if (asset >= fc->n_asset_w) {
+        struct store_blob_writer **v = mem_realloc(fc->asset_w, (asset + 1) * sizeof(*v));
+        if (v == NULL) {
+            err_set(&fc->werr, ERR_NOMEM, "out of memory saving an asset");
+            return sink_fail(fc, why);
+        }
+        memset(v + fc->n_asset_w, 0, (asset + 1 - fc->n_asset_w) * sizeof(*v));
+        fc->asset_w = v;
+        fc->n_asset_w = asset + 1;
+    }
+    if (fc->asset_w[asset] == NULL) {
+        /* Assets arrive one after another: the previous one is complete, so its
+         * compressor goes now and only one is held at a time. */
+        if (fc->asset_streaming < fc->n_asset_w && fc->asset_w[fc->asset_streaming] != NULL &&
+            store_blob_writer_end(fc->asset_w[fc->asset_streaming], &fc->werr) < 0) {
+            return sink_fail(fc, why);
+        }
+        if (store_blob_writer_open(fc->st, &fc->asset_w[asset], &fc->werr) < 0) {
+            return sink_fail(fc, why);
+        }
+        fc->asset_streaming = asset;
+    }
+    if (store_blob_writer_write(fc->asset_w[asset], data, len, &fc->werr) < 0) {
+        return sink_fail(fc, why);
+    }
+    return 0;
+}
+
+/* Stages *w at path (NULL: nothing arrived, an empty file); the edit takes the writer
+ * and stores it inside the commit's transaction. */
+static int
+stage_writer(struct session_edit *ed, const char *path, struct store_blob_writer **w,
+             struct session_err *e)
+{
+    struct store_blob_writer *taken = *w;
+
+    if (taken == NULL) {
+        return session_edit_write(ed, path, "", 0, 0, e);
+    }
+    *w = NULL;
+    return session_edit_put_writer(ed, path, taken, 0, e);
+}
+
 /* ---- audit: one event per request hop --------------------------------------------------- */
 
 static const char *
@@ -360,6 +454,7 @@ save(struct fetch_call *fc, struct fetch_result *r)
     struct buf command;
     struct err err;
     size_t nf = 0, ns = 0, nfail = 0;
+    struct store_blob_writer *none = NULL; /* an asset with an empty body */
     cJSON *out = NULL;
 
     buf_init(&command, FETCH_MAX_URL_LEN + 64);
@@ -371,8 +466,7 @@ save(struct fetch_call *fc, struct fetch_result *r)
     if (session_edit_begin(fc->s, &ed, &e) < 0) {
         goto fail;
     }
-    if (session_edit_write(ed, lay->main_path, r->body.data ? r->body.data : "", r->body.len, 0,
-                           &e) < 0) {
+    if (stage_writer(ed, lay->main_path, &fc->main_w, &e) < 0) {
         goto fail;
     }
     for (size_t i = 0; i < r->n_assets; i++) {
@@ -381,8 +475,8 @@ save(struct fetch_call *fc, struct fetch_result *r)
         case FETCH_ASSET_FETCHED:
             nf++;
             if (i < lay->n_assets && lay->asset_paths[i] != NULL &&
-                session_edit_write(ed, lay->asset_paths[i], a->body.data ? a->body.data : "",
-                                   a->body.len, 0, &e) < 0) {
+                stage_writer(ed, lay->asset_paths[i], i < fc->n_asset_w ? &fc->asset_w[i] : &none,
+                             &e) < 0) {
                 goto fail;
             }
             break;
@@ -457,6 +551,12 @@ fetch_done(void *ud, struct fetch_result *r)
         tool_call_set_summary(call, "cancelled: %s %.160s", fc->method, fc->url);
         tool_call_done_error(call, TOOL_ERR_CANCELLED, "the fetch was cancelled; nothing was saved",
                              NULL);
+    } else if (fc->has_werr) {
+        /* The store could not take the bytes (disk full, blob cap): nothing is saved. */
+        session_leave(fc->s, SESSION_WRITE);
+        tool_call_set_summary(call, "%s: %s %.160s", tools_err_code(fc->werr.code), fc->method,
+                              fc->url);
+        tool_call_done_err(call, NULL, &fc->werr);
     } else if (r->outcome != FETCH_OK) {
         session_leave(fc->s, SESSION_WRITE);
         fail_fetch(fc, r);
@@ -552,6 +652,10 @@ session_fetch(struct tool_call *call)
     req.body = body;
     req.body_len = body != NULL ? strlen(body) : 0;
     req.collect_assets = 1;
+    req.sink = body_sink;
+    req.asset_sink = asset_sink;
+    req.sink_ud = fc;
+    fc->st = session_mgr_store(tsess_mgr(call)); /* the store the session commits to */
     cb.on_progress = fetch_progress;
     cb.on_done = fetch_done;
     cb.ud = fc;

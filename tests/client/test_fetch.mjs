@@ -9,13 +9,14 @@
 // Nothing here waits on a timer: slow responses are paced by the server, and the one
 // time-out case uses a server that never answers.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { MCP, Results, assert, assertEq, makeTmp, sqlite } from './lib.mjs';
+import { BUILD, MCP, Results, assert, assertEq, makeTmp, sqlite } from './lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const HTTPD = resolve(here, '..', 'support', 'httpd.py');
@@ -51,12 +52,40 @@ const h1 = await startHttpd('127.0.0.1');
 const h2 = await startHttpd('127.0.0.2');
 const P1 = h1.port, P2 = h2.port;
 
-// The recording server: remembers every request's headers; /start redirects to `to`.
+// Mixed bodies for the streaming cases: 64 KiB blocks alternately random and text-like.
+const mixedCache = new Map();
+function mixed(size) {
+  if (!mixedCache.has(size)) {
+    const b = Buffer.alloc(size);
+    const line = Buffer.from('the quick brown fox jumps over the lazy dog 0123456789\n');
+    for (let off = 0, i = 0; off < size; off += 65536, i++) {
+      const n = Math.min(65536, size - off);
+      if (i % 2 === 0) randomBytes(n).copy(b, off);
+      else for (let k = 0; k < n; k++) b[off + k] = line[(k + i) % line.length];
+    }
+    mixedCache.set(size, { body: b, sha: createHash('sha256').update(b).digest('hex') });
+  }
+  return mixedCache.get(size);
+}
+
+// The recording server: remembers every request's headers; /start redirects to `to`;
+// /mixed?size=N serves mixed(N) (with &stall=1: sends it, then 1 KiB every 50 ms, forever).
 const seen = [];
 const rec = createServer((req, res) => {
-  seen.push({ url: req.url, headers: { ...req.headers } });
+  seen.push({ url: req.url, host: req.headers.host, headers: { ...req.headers } });
   const u = new URL(req.url, 'http://x');
-  if (u.pathname === '/start') {
+  if (u.pathname === '/mixed') {
+    const m = mixed(Number(u.searchParams.get('size')));
+    if (u.searchParams.get('stall')) {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+      res.write(m.body); // then a trickle that never ends: the client cancels or hits its cap
+      const t = setInterval(() => res.write(Buffer.alloc(1024, 0x61)), 50);
+      res.on('close', () => clearInterval(t));
+    } else {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': m.body.length });
+      res.end(m.body);
+    }
+  } else if (u.pathname === '/start') {
     res.writeHead(302, { Location: u.searchParams.get('to') });
     res.end('moved');
   } else {
@@ -344,9 +373,12 @@ await R.run('the workspace size limit applies to the saved files', async () => {
   writeConfig(`${OPEN.split('\n[[')[0]}\nmax_workspace_mb = 1\nfetch_max_bytes = ${3 * CAP}`);
   try {
     const before = await histLen();
+    const nBlobs = () => sqlite(db, 'select count(*) as n from blobs')[0].n;
+    const blobs = nBlobs();
     const e = await fetchFails(`${U1}/big?size=${2 * CAP}`, 'workspace_size_exceeded');
     assert(e.detail && e.detail.limit_bytes === CAP, `detail: ${JSON.stringify(e.detail)}`);
     assertEq(await histLen(), before, 'no checkpoint');
+    assertEq(nBlobs(), blobs, 'the streamed body was not stored either');
   } finally {
     writeConfig(OPEN);
   }
@@ -427,6 +459,155 @@ await R.run('credential: an agent header of the same name on another host is its
   assert(t.includes('X-Api-Key: mine') && !t.includes(SECRET), 'agent value sent, no credential');
 });
 
+await R.run('credential for *.example.test: its subdomains only, never after leaving them, never shown', async () => {
+  const pins = ['a.example.test', 'b.example.test', 'example.test', 'other.test'].map((h) => `${h}:${P3}:127.0.0.1`);
+  writeConfig(`domain_allowlist = ${list(['*.example.test', 'example.test', 'other.test'])}
+fetch_allow_private = true
+fetch_resolve = ${list(pins)}
+[[fetch_credentials]]
+domain = "*.Example.Test."
+header = "X-Wild"
+env = "DRUN_TEST_FETCH_TOKEN"`);
+  try {
+    const via = (to) => `/start?to=${encodeURIComponent(to)}`;
+    // A subdomain (case-folded, trailing dot) gets it; the agent cannot replace it.
+    seen.length = 0;
+    const r1 = await fetch(`http://A.Example.TEST:${P3}/x`, { headers: [{ name: 'X-Wild', value: 'agent-value' }] });
+    assertEq(seen.length, 1, 'one request');
+    assertEq(seen[0].headers['x-wild'], SECRET, 'credential on a.example.test, the agent value dropped');
+    // The apex is not a subdomain.
+    seen.length = 0;
+    await fetch(`http://example.test:${P3}/x`);
+    assert(!('x-wild' in seen[0].headers), 'no credential on example.test itself');
+    // a.example.test -> other.test -> b.example.test: sent on the first hop only.
+    seen.length = 0;
+    const r2 = await fetch(`http://a.example.test:${P3}${via(`http://other.test:${P3}${via(`http://b.example.test:${P3}/end`)}`)}`);
+    assertEq(seen.map((x) => x.host.split(':')[0]), ['a.example.test', 'other.test', 'b.example.test'], 'the chain');
+    assertEq(seen[0].headers['x-wild'], SECRET, 'sent on a.example.test');
+    assert(!('x-wild' in seen[1].headers), 'absent after the redirect to other.test');
+    assert(!('x-wild' in seen[2].headers), 'absent when the chain comes back: it left the domain');
+    const hops = lastRows('session_fetch_hop', 3).reverse().map((h) => JSON.parse(h.args).credential_sent);
+    assertEq(hops, [true, false, false], 'hop rows flag only the first');
+    for (const r of [r1, r2]) {
+      assert(!JSON.stringify(r).includes(SECRET), 'not in the result');
+      const f = await readFiles([r.saved_to, r.manifest_path]);
+      assert(!JSON.stringify(f).includes(SECRET), 'not in the saved files');
+    }
+    assert(!JSON.stringify(sqlite(db, 'select * from audit_log')).includes(SECRET), 'not in any audit row');
+  } finally {
+    writeConfig(OPEN);
+  }
+});
+
+// ---- streaming into the store ----------------------------------------------------------------
+
+let haveBwrap = true;
+try {
+  execFileSync('bwrap', ['--unshare-all', '--ro-bind', '/', '/', 'true'], { stdio: 'ignore' });
+} catch {
+  haveBwrap = false;
+}
+
+const MCP_PID = transport.pid;
+const blobCount = () => sqlite(db, 'select count(*) as n from blobs')[0].n;
+// Temporary blob files the daemon holds open (unlinked: they show as "(deleted)").
+function tmpFds() {
+  if (!MCP_PID) return [];
+  const dir = `/proc/${MCP_PID}/fd`;
+  return readdirSync(dir)
+    .map((fd) => {
+      try {
+        return readlinkSync(join(dir, fd));
+      } catch {
+        return '';
+      }
+    })
+    .filter((l) => l.includes('(deleted)') && l.startsWith(tmp));
+}
+const EXT = join(BUILD, 'drun-sqlite');
+// An ASan build's extension needs the ASan runtime first in the plain sqlite3 CLI.
+const ASAN_RT = (() => {
+  const m = spawnSync('ldd', [`${EXT}.so`], { encoding: 'utf8' }).stdout?.match(/libasan\S* => (\S+)/);
+  return m ? m[1] : '';
+})();
+// The sqlite3 CLI with the drun-sqlite extension loaded (drun_blob, drun_manifest).
+function sqliteExt(sql) {
+  const out = execFileSync('sqlite3', ['-json', '-cmd', `.load ${EXT}`, db, sql], {
+    encoding: 'utf8', env: { ...process.env, LD_PRELOAD: ASAN_RT },
+  });
+  return out.trim() === '' ? [] : JSON.parse(out);
+}
+
+await R.run('a body of several chunks is stored streamed, byte for byte', async () => {
+  const size = 6 * 1048576 + 12345;
+  const m = mixed(size);
+  writeConfig(`${OPEN.split('\n[[')[0].replace('cred.test"]', 'cred.test", "big.test"]').replace('fetch_resolve = [', `fetch_resolve = ["big.test:${P3}:127.0.0.1", `)}`);
+  try {
+    const r = await fetch(`http://big.test:${P3}/mixed?size=${size}`);
+    assertEq(r.bytes, size, 'bytes');
+    // The manifest of the new head names the served bytes' SHA-256 ...
+    const ent = sqliteExt(`select hash as h, size from drun_manifest((select manifest_hash from checkpoints where session_id = '${A}' order by id desc limit 1)) where path = '${r.saved_to}'`);
+    assertEq(ent.length, 1, 'the file is in the checkpoint');
+    assertEq([ent[0].h.toLowerCase(), ent[0].size], [m.sha, size], 'manifest hash and size');
+    // ... and the stored blob reads back through the store's checks (hash verified).
+    const got = sqliteExt(`select length(drun_blob(hash)) as n, codec from blobs where hex(hash) = upper('${m.sha}')`);
+    assertEq([got[0].n, got[0].codec], [size, 1], 'blob reads back whole, one zstd frame');
+    assertEq(tmpFds(), [], 'no temporary file left open');
+    if (haveBwrap) {
+      const b = await ok('session_bash', { command: `sha256sum '${r.saved_to}'`, description: 'sum' });
+      const out = typeof b === 'string' ? b : JSON.stringify(b);
+      assert(out.includes(m.sha), `the workspace file has the served bytes: ${out.slice(0, 300)}`);
+    }
+  } finally {
+    writeConfig(OPEN);
+  }
+});
+
+await R.run('cancellation mid-stream stores nothing: no checkpoint, no blob, no temporary file', async () => {
+  writeConfig(`${OPEN.split('\n[[')[0].replace('cred.test"]', 'cred.test", "big.test"]').replace('fetch_resolve = [', `fetch_resolve = ["big.test:${P3}:127.0.0.1", `)}`);
+  try {
+    const before = await histLen();
+    const blobs = blobCount();
+    const ac = new AbortController();
+    let rejected = null;
+    let sawFd = false;
+    await call('session_fetch', { url: `http://big.test:${P3}/mixed?size=${3 << 20}&stall=1`, description: 'c' }, {
+      signal: ac.signal,
+      onprogress: (p) => {
+        if (p.progress > 2 << 20) {
+          sawFd = sawFd || tmpFds().length > 0;
+          ac.abort('test');
+        }
+      },
+    }).catch((e) => (rejected = e));
+    assert(rejected !== null, 'the call was rejected by the abort');
+    await idle(A);
+    assertEq(await histLen(), before, 'no checkpoint');
+    assertEq(blobCount(), blobs, 'no blob row');
+    if (MCP_PID) assert(sawFd, 'the body was streaming to a temporary file');
+    assertEq(tmpFds(), [], 'the temporary file is gone');
+  } finally {
+    writeConfig(OPEN);
+  }
+});
+
+await R.run('a cap hit mid-stream stores nothing', async () => {
+  writeConfig(`${OPEN.split('\n[[')[0].replace('cred.test"]', 'cred.test", "big.test"]').replace('fetch_resolve = [', `fetch_resolve = ["big.test:${P3}:127.0.0.1", `)}\nfetch_max_bytes = ${(2 << 20) + 1}`);
+  try {
+    const before = await histLen();
+    const blobs = blobCount();
+    const e = await fetchFails(`http://big.test:${P3}/mixed?size=${5 << 20}`, 'fetch_too_large');
+    assert(e.message.includes('fetch_max_bytes'), e.message);
+    const e2 = await fetchFails(`http://big.test:${P3}/mixed?size=${3 << 20}&stall=1`, 'fetch_too_large');
+    assert(e2.message.includes('fetch_max_bytes'), e2.message);
+    assertEq(await histLen(), before, 'no checkpoint');
+    assertEq(blobCount(), blobs, 'no blob row');
+    assertEq(tmpFds(), [], 'no temporary file left');
+  } finally {
+    writeConfig(OPEN);
+  }
+});
+
 // ---- progress, cancellation, concurrency ------------------------------------------------
 
 await R.run('progress notifications report bytes received, increasing', async () => {
@@ -458,13 +639,6 @@ await R.run('cancellation mid-download: no checkpoint, audited cancelled, sessio
   const r = await fetch(`${U1}/plain?body=after`);
   assertEq(r.status, 200, 'the session works after a cancel');
 });
-
-let haveBwrap = true;
-try {
-  execFileSync('bwrap', ['--unshare-all', '--ro-bind', '/', '/', 'true'], { stdio: 'ignore' });
-} catch {
-  haveBwrap = false;
-}
 
 await R.run('ten fetches in parallel on ten sessions while another session runs a call', async () => {
   const X = (await ok('create_session', {})).session_id;

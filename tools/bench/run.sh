@@ -8,6 +8,8 @@ BUILD=${1:-build}
 for b in "$here"/*.sh "$here"/*.mjs; do
     [ -f "$b" ] || continue
     case $(basename "$b") in run.sh) continue ;; esac
+    # A .mjs with a .sh of the same name is run by that script (it builds or checks first).
+    case $b in *.mjs) [ -f "${b%.mjs}.sh" ] && continue ;; esac
     echo "== $(basename "$b")"
     case $b in
     *.sh) DRUN_BUILD=$BUILD sh "$b" ;;
