@@ -1,5 +1,5 @@
 -- drun.sql: the full current schema of a drun database, as the migrations in
--- migrations/ leave it (schema version 2). Read this file to learn the tables; change
+-- migrations/ leave it (schema version 3). Read this file to learn the tables; change
 -- the schema only by adding a migration, then update this file to match (a test in
 -- tests/unit/test_store.c compares the two).
 -- The file also carries PRAGMA application_id = 0x6472756e ('drun') and PRAGMA
@@ -283,3 +283,12 @@ SELECT p.id, p.name, p.description, p.source_session_id AS session_id, p.label,
        (SELECT c.logical_bytes FROM snapshot_checkpoints c
          WHERE c.snapshot_id = p.id AND c.id = p.head) AS head_bytes
   FROM snapshots p;
+
+-- The blobs each audit row's args reference: long string values are stored as blobs
+-- and the args JSON holds {"$blob":"<hex>","bytes":N} in their place (see
+-- schema/README.md, "Audit arguments"). gc keeps every blob listed here.
+CREATE TABLE audit_refs (
+    audit_id INTEGER NOT NULL REFERENCES audit (id),
+    hash     BLOB NOT NULL CHECK (length(hash) = 32),
+    PRIMARY KEY (audit_id, hash)
+) WITHOUT ROWID;

@@ -378,11 +378,11 @@ cmd_audit_tail(const struct admin *a, struct store_audit_filter *f, int follow)
 }
 
 static int
-cmd_audit_show(const struct admin *a, long long id)
+cmd_audit_show(const struct admin *a, long long id, int raw)
 {
     struct store *st = NULL;
     struct store_audit_entry *e = NULL;
-    struct store_audit_filter f = {1, NULL, NULL, 0, 0, id};
+    struct store_audit_filter f = {1, NULL, NULL, 0, 0, id, raw};
     size_t count = 0;
     struct err err;
     int rc = admin_open_db(a, 0, &st);
@@ -569,7 +569,7 @@ run_db(const struct admin *a, int argc, char **argv)
 static int
 run_audit(const struct admin *a, int argc, char **argv)
 {
-    struct store_audit_filter f = {TAIL_DEFAULT, NULL, NULL, 0, 0, 0};
+    struct store_audit_filter f = {TAIL_DEFAULT, NULL, NULL, 0, 0, 0, 0};
     int follow = 0;
 
     if (argc < 1) {
@@ -578,11 +578,14 @@ run_audit(const struct admin *a, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (admin_is_help(argv[i])) {
             fputs("usage: drun-admin [--db PATH] [--json] audit COMMAND\n"
-                  "  tail [-n N] [--session ID] [--tool T] [--errors] [-f]\n"
+                  "  tail [-n N] [--session ID] [--tool T] [--errors] [--raw] [-f]\n"
                   "          the newest N matching rows, oldest first (default 20);\n"
                   "          --errors: outcome not ok; -f: keep printing new rows until ^C\n"
                   "          (with --json, one object per line)\n"
-                  "  show ID the whole row, arguments included\n"
+                  "  show [--raw] ID\n"
+                  "          the whole row, arguments included; large string values are\n"
+                  "          read back from their blobs (--raw, here or on tail: as stored,\n"
+                  "          with {\"$blob\":HASH,\"bytes\":N} references)\n"
                   "  verify  walk the hash chain; exit 1 naming the first bad row\n",
                   stdout);
             return 0;
@@ -602,6 +605,8 @@ run_audit(const struct admin *a, int argc, char **argv)
                 f.tool = argv[++i];
             } else if (strcmp(argv[i], "--errors") == 0) {
                 f.errors_only = 1;
+            } else if (strcmp(argv[i], "--raw") == 0) {
+                f.raw = 1;
             } else if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0) {
                 follow = 1;
             } else {
@@ -612,14 +617,16 @@ run_audit(const struct admin *a, int argc, char **argv)
     }
     if (strcmp(argv[0], "show") == 0) {
         long long id;
-        if (argc != 2) {
-            return admin_usage_error("'audit show' takes one row id");
+        int raw = argc == 3 && strcmp(argv[1], "--raw") == 0;
+        if (argc != 2 + raw) {
+            return admin_usage_error("'audit show' takes one row id (and --raw before it)");
         }
-        id = admin_parse_count(argv[1], (long long)1 << 62);
+        id = admin_parse_count(argv[1 + raw], (long long)1 << 62);
         if (id < 1) {
-            return admin_usage_error("an audit row id is a positive number, not '%s'", argv[1]);
+            return admin_usage_error("an audit row id is a positive number, not '%s'",
+                                     argv[1 + raw]);
         }
-        return cmd_audit_show(a, id);
+        return cmd_audit_show(a, id, raw);
     }
     if (strcmp(argv[0], "verify") == 0) {
         if (argc > 1) {

@@ -11,6 +11,8 @@
  *   drun_blob(hash)      the blob's bytes (raw, zstd or delta: decompressed, hash checked)
  *   drun_text(hash)      the same as text
  *   drun_manifest(hash)  table-valued: one row per manifest entry (path, type, size, hash)
+ *   drun_audit_args(args) an audit.args column as the call's full JSON arguments (zstd
+ *                        undone, {"$blob":...} references replaced by the blobs' text)
  *
  * A hash is the 32-byte BLOB the tables store or its 64-digit hex text (what the views
  * and drun_manifest show). NULL gives NULL. A missing or damaged blob is an SQL error
@@ -111,6 +113,45 @@ static void
 drun_text(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     blob_func(ctx, argc, argv, 1);
+}
+
+/* drun_audit_args(args): the audit.args column (compressed or not) as the full JSON
+ * text, each {"$blob":...} reference replaced by its blob's bytes. */
+static void
+drun_audit_args(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct buf out;
+    struct err err;
+    size_t len = 0;
+    const void *in;
+    char *data;
+
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    in = sqlite3_value_blob(argv[0]);
+    buf_init(&out, SQLEXT_BLOB_MAX);
+    if (store_audit_args_read(sqlite3_context_db_handle(ctx), in ? in : "",
+                              (size_t)sqlite3_value_bytes(argv[0]), &out, &err) < 0) {
+        char msg[ERR_MSG_MAX + 8];
+        snprintf(msg, sizeof(msg), "drun: %s", err.msg);
+        buf_release(&out);
+        sqlite3_result_error(ctx, msg, -1);
+        return;
+    }
+    if (out.len == 0 && buf_puts(&out, "") < 0) {
+        buf_release(&out);
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    data = buf_detach(&out, &len);
+    if (data == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    sqlite3_result_text64(ctx, data, len, mem_free, SQLITE_UTF8);
 }
 
 /* ---- drun_manifest(hash): a table-valued function ------------------------------------ */
@@ -333,6 +374,10 @@ sqlite3_drunsqlite_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines
     rc = sqlite3_create_function(db, "drun_blob", 1, flags, NULL, drun_blob, NULL, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_function(db, "drun_text", 1, flags, NULL, drun_text, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_create_function(db, "drun_audit_args", 1, flags, NULL, drun_audit_args, NULL,
+                                     NULL);
     }
     if (rc == SQLITE_OK) {
         rc = sqlite3_create_module(db, "drun_manifest", &manifest_module, NULL);

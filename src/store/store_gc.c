@@ -6,8 +6,9 @@
  * every blob a remaining row names (manifests, stdout, stderr of checkpoints and
  * snapshot checkpoints) and every blob those manifests list goes into a temporary
  * table, and then the bases of kept delta blobs, level by level. Sweep deletes
- * every other blob. Audit arguments live in the audit rows
- * themselves, so they are never swept.
+ * every other blob. Audit rows are never deleted, and every blob an audit row's
+ * arguments reference (audit_refs) is marked, so the full arguments of every call
+ * stay readable after its session is closed and collected.
  *
  * It all runs in one write transaction: no process can add a checkpoint that points
  * at a blob between mark and sweep. A dry run does exactly the same work and then
@@ -32,7 +33,8 @@ static const char SQL_MARK_DIRECT[] =
     "WHERE stdout_hash IS NOT NULL UNION SELECT stderr_hash FROM checkpoints "
     "WHERE stderr_hash IS NOT NULL UNION SELECT manifest_hash FROM snapshot_checkpoints "
     "UNION SELECT stdout_hash FROM snapshot_checkpoints WHERE stdout_hash IS NOT NULL "
-    "UNION SELECT stderr_hash FROM snapshot_checkpoints WHERE stderr_hash IS NOT NULL";
+    "UNION SELECT stderr_hash FROM snapshot_checkpoints WHERE stderr_hash IS NOT NULL "
+    "UNION SELECT hash FROM audit_refs";
 static const char SQL_MANIFESTS[] = "SELECT manifest_hash FROM checkpoints UNION "
                                     "SELECT manifest_hash FROM snapshot_checkpoints";
 static const char SQL_MARK_ONE[] = "INSERT OR IGNORE INTO temp.gc_live (hash) VALUES (?1)";

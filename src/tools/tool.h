@@ -162,6 +162,16 @@ void tool_call_set_summary(struct tool_call *call, const char *fmt, ...)
 void tool_call_audit_prepare(struct tool_call *call, struct store_audit *row);
 void tool_call_audit_taken(struct tool_call *call);
 
+/*
+ * The audit row's form of `args`: compact JSON text (cJSON_free) in which every string
+ * value over STORE_AUDIT_REF_MIN bytes is a {"$blob":...} reference whose bytes are
+ * a part (array: mem_free; each part's data points into args), and agent keys "$blob",
+ * "$$blob", ... get one more '$' (store.h describes the shape). -1 on no memory.
+ */
+struct store_audit_part;
+int tool_audit_args(const cJSON *args, char **text, struct store_audit_part **parts,
+                    size_t *nparts);
+
 /* ---- finishing (exactly one per call; the call is freed by it) ------------------------- */
 
 /* Sends `result` (an object or array; ownership passes) as compact text + structuredContent. */

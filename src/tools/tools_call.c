@@ -40,7 +40,9 @@ struct tool_call {
     char session_id[16];
     int64_t checkpoint_id;
     char summary[SUMMARY_MAX + 1];
-    char *audit_args; /* owned; the arguments printed by tool_call_audit_prepare */
+    char *audit_args;                     /* owned; the arguments printed by audit_args_build */
+    struct store_audit_part *audit_parts; /* owned array; data points into args */
+    size_t audit_nparts;
     char audit_summary[SUMMARY_MAX + 64];
     int audit_taken; /* the tool wrote the audit row in its own transaction */
 };
@@ -111,19 +113,141 @@ tools_call_new(struct tools_env *env, const struct tool_call_req *req,
     return c;
 }
 
+/*
+ * Audit arguments: a copy of the call's arguments where every string value longer than
+ * STORE_AUDIT_REF_MIN bytes is the reference {"$blob":"<hex>","bytes":N} and its bytes
+ * a part (the store writes it as a blob, or puts a small one back inline unless those
+ * bytes are already stored, so content a call also writes as a file is stored once),
+ * and where an agent's key "$blob" ("$$blob", ...) gets one more '$'. The shape and its
+ * expansion are described in store.h.
+ */
+struct audit_build {
+    struct store_audit_part *parts;
+    size_t n, cap;
+};
+
+static int
+audit_key_needs_escape(const char *k)
+{
+    size_t d = strspn(k, "$");
+
+    return d >= 1 && strcmp(k + d, "blob") == 0;
+}
+
+static cJSON *
+audit_copy(const cJSON *v, struct audit_build *a)
+{
+    cJSON *out;
+
+    if (cJSON_IsString(v) && v->valuestring != NULL) {
+        size_t n = strlen(v->valuestring);
+        char hex[HASH_HEX_LEN + 1];
+        struct store_audit_part *p;
+
+        if (n <= STORE_AUDIT_REF_MIN) {
+            return cJSON_CreateString(v->valuestring);
+        }
+        if (a->n == a->cap) {
+            size_t cap = a->cap ? a->cap * 2 : 4;
+            struct store_audit_part *grown = mem_realloc(a->parts, cap * sizeof(*grown));
+            if (grown == NULL) {
+                return NULL;
+            }
+            a->parts = grown;
+            a->cap = cap;
+        }
+        p = &a->parts[a->n];
+        p->data = v->valuestring;
+        p->len = n;
+        hash_sha256(v->valuestring, n, p->hash);
+        hex_encode(p->hash, HASH_LEN, hex);
+        out = cJSON_CreateObject();
+        if (out == NULL || cJSON_AddStringToObject(out, "$blob", hex) == NULL ||
+            cJSON_AddNumberToObject(out, "bytes", (double)n) == NULL) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        a->n++;
+        return out;
+    }
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) {
+        return cJSON_Duplicate(v, 0);
+    }
+    out = cJSON_IsObject(v) ? cJSON_CreateObject() : cJSON_CreateArray();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (const cJSON *c = v->child; c != NULL; c = c->next) {
+        cJSON *copy = audit_copy(c, a);
+        cJSON_bool ok;
+        if (copy == NULL) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        if (cJSON_IsArray(v)) {
+            ok = cJSON_AddItemToArray(out, copy);
+        } else if (c->string != NULL && audit_key_needs_escape(c->string)) {
+            size_t klen = strlen(c->string) + 2;
+            char *key = mem_alloc(klen);
+            ok = key != NULL;
+            if (ok) {
+                snprintf(key, klen, "$%s", c->string);
+                ok = cJSON_AddItemToObject(out, key, copy);
+                mem_free(key);
+            }
+        } else {
+            ok = cJSON_AddItemToObject(out, c->string ? c->string : "", copy);
+        }
+        if (!ok) {
+            cJSON_Delete(copy);
+            cJSON_Delete(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+int
+tool_audit_args(const cJSON *args, char **text, struct store_audit_part **parts, size_t *nparts)
+{
+    struct audit_build a = {NULL, 0, 0};
+    cJSON *copy = audit_copy(args, &a);
+
+    *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    if (*text == NULL) {
+        mem_free(a.parts);
+        *parts = NULL;
+        *nparts = 0;
+        return -1;
+    }
+    *parts = a.parts;
+    *nparts = a.n;
+    return 0;
+}
+
+/* Prints the audit arguments once per call (NULL args on allocation failure). */
+static void
+audit_args_build(struct tool_call *c)
+{
+    if (c->audit_args != NULL || c->args == NULL) {
+        return;
+    }
+    tool_audit_args(c->args, &c->audit_args, &c->audit_parts, &c->audit_nparts);
+}
+
 static void
 write_audit(struct tool_call *c, const char *outcome, const char *code, const char *message)
 {
     struct store_audit row;
     struct err err;
-    char *args = NULL;
     char summary[SUMMARY_MAX + 64];
 
     if (c->env == NULL || c->env->store == NULL) {
         return;
     }
     memset(&row, 0, sizeof(row));
-    args = cJSON_PrintUnformatted(c->args);
+    audit_args_build(c);
     if (c->summary[0] != '\0') {
         snprintf(summary, sizeof(summary), "%s", c->summary);
     } else if (message != NULL) {
@@ -148,12 +272,13 @@ write_audit(struct tool_call *c, const char *outcome, const char *code, const ch
     row.error_code = code;
     row.duration_ms = time_mono_ms() - c->start_mono_ms;
     row.checkpoint_id = c->checkpoint_id;
-    row.args = args;
-    row.args_len = args ? strlen(args) : 0;
+    row.args = c->audit_args;
+    row.args_len = c->audit_args ? strlen(c->audit_args) : 0;
+    row.parts = c->audit_parts;
+    row.nparts = c->audit_nparts;
     if (store_audit_append(c->env->store, &row, &err) < 0) {
         log_warn("cannot write the audit row for '%s': %s", c->def->name, err.msg);
     }
-    cJSON_free(args);
 }
 
 /* Ends the call: audit, hand the result (or NULL) to the host, free. */
@@ -167,6 +292,7 @@ finish(struct tool_call *c, cJSON *result, const char *code, const char *message
         write_audit(c, outcome, c->cancelled ? TOOL_ERR_CANCELLED : code, message);
     }
     cJSON_free(c->audit_args);
+    mem_free(c->audit_parts);
     cJSON_Delete(c->args);
     cJSON_Delete(c->progress_token);
     mem_free(c->client_name);
@@ -462,9 +588,7 @@ void
 tool_call_audit_prepare(struct tool_call *c, struct store_audit *row)
 {
     memset(row, 0, sizeof(*row));
-    if (c->audit_args == NULL) {
-        c->audit_args = cJSON_PrintUnformatted(c->args);
-    }
+    audit_args_build(c);
     snprintf(c->audit_summary, sizeof(c->audit_summary), "%s",
              c->summary[0] != '\0' ? c->summary : c->def->name);
     row->time_ms = c->start_ms;
@@ -481,6 +605,8 @@ tool_call_audit_prepare(struct tool_call *c, struct store_audit *row)
     row->checkpoint_id = c->checkpoint_id;
     row->args = c->audit_args;
     row->args_len = c->audit_args ? strlen(c->audit_args) : 0;
+    row->parts = c->audit_parts;
+    row->nparts = c->audit_nparts;
 }
 
 void

@@ -24,12 +24,12 @@ run --db "$db" db stats
 t_begin "db migrate creates the file 0600"
 run --db "$db" db migrate
 mode=$(stat -c %a "$db" 2>/dev/null)
-[ "$(rc)" = 0 ] && [ "$mode" = 600 ] && has out "migrated from schema version 0 to 2" && t_ok ||
+[ "$(rc)" = 0 ] && [ "$mode" = 600 ] && has out "migrated from schema version 0 to 3" && t_ok ||
     t_fail "rc $(rc) mode $mode"
 
 t_begin "db migrate again says it is current"
 run --db "$db" db migrate
-[ "$(rc)" = 0 ] && has out "already at schema version 2" && t_ok || t_fail "rc $(rc)"
+[ "$(rc)" = 0 ] && has out "already at schema version 3" && t_ok || t_fail "rc $(rc)"
 
 t_begin "DRUN_DB names the database"
 DRUN_DB="$db" "$A" db check >"$T_TMP/out" 2>&1 && grep -q "is ok" "$T_TMP/out" && t_ok ||
@@ -113,7 +113,7 @@ t_begin "a database from a newer drun is refused naming both versions"
 cp "$fx" "$T_TMP/newer.db"
 sqlite3 "$T_TMP/newer.db" "PRAGMA user_version = 7"
 run --db "$T_TMP/newer.db" db stats
-[ "$(rc)" = 1 ] && has err "schema version 7, newer than this drun's version 2" && t_ok ||
+[ "$(rc)" = 1 ] && has err "schema version 7, newer than this drun's version 3" && t_ok ||
     t_fail "rc $(rc): $(cat "$T_TMP/err")"
 
 t_begin "a garbage file is reported corrupt"

@@ -13,6 +13,10 @@ if ! DRUN_FIXTURE_OUT="$db" "$BUILD/tests/test_store_fixture" >"$T_TMP/fx.log" 2
     t_done
 fi
 
+# An ASan build's extension (make check) cannot load into the uninstrumented sqlite3
+# unless the ASan runtime is preloaded into it.
+asan_rt=$(ldd "$BUILD/drun-sqlite.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+
 # query N: the SQL of the N-th ```sql block of schema/README.md
 query() {
     awk -v n="$1" '/^```sql$/ { k++; on = (k == n); next } /^```$/ { on = 0 } on' \
@@ -28,7 +32,7 @@ check_query() {
         return
     fi
     # The extension is loaded for every query; only query 14 needs it.
-    got=$(sqlite3 -readonly -cmd ".load $BUILD/drun-sqlite" "$db" "$sql" 2>&1)
+    got=$(LD_PRELOAD="$asan_rt" sqlite3 -readonly -cmd ".load $BUILD/drun-sqlite" "$db" "$sql" 2>&1)
     if [ "$got" = "$want" ]; then t_ok; else t_fail "query $n gave:
 $got
 expected:
@@ -79,7 +83,8 @@ check_query 10 "2|make|0|live
 3|make test|2|live"
 
 t_begin "cookbook 11: stored vs logical bytes"
-check_query 11 "11|548|548|1.0"
+# 12 blobs: the fixture's 11 plus the 1,250-byte audit argument (stored as a blob).
+check_query 11 "12|1798|570|0.32"
 
 t_begin "cookbook 12: denials in the last day"
 check_query 12 "session_fetch|domain_not_allowed|example.org not in allowlist"
@@ -94,6 +99,39 @@ t_begin "cookbook 15: snapshots at a glance"
 sid=$(sqlite3 "$db" "SELECT id FROM sessions WHERE label = 'build-demo'")
 "$BUILD/drun-admin" --db "$db" snapshot create "$sid" --name before-fix >/dev/null
 check_query 15 "before-fix|build-demo|4|3|46"
+
+# The write_files row's NOTES value (1,250 bytes) is stored as a blob reference.
+notes=$(printf 'line\\n%.0s' $(seq 250))
+full='{"files":{"src/main.c":"...","README":"demo","NOTES":"'"$notes"'"}}'
+
+t_begin "cookbook 16: a write_files call's full arguments, through the extension"
+check_query 16 "2|144|$full"
+
+t_begin "the stored row holds a reference, not the value"
+raw=$(sqlite3 "$db" "SELECT args FROM audit_log WHERE id = 2")
+case "$raw" in
+*'"NOTES":{"$blob":"'*'","bytes":1250}}}') t_ok ;;
+*) t_fail "raw args: $raw" ;;
+esac
+
+t_begin "drun-admin audit show expands the reference; --raw does not"
+"$BUILD/drun-admin" --db "$db" --json audit show 2 >"$T_TMP/show.json" 2>&1
+"$BUILD/drun-admin" --db "$db" --json audit show --raw 2 >"$T_TMP/raw.json" 2>&1
+a=$(node -e 'const o=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"));process.stdout.write(o.args)' "$T_TMP/show.json")
+r=$(node -e 'const o=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"));process.stdout.write(o.args)' "$T_TMP/raw.json")
+[ "$a" = "$full" ] && [ "$r" = "$raw" ] && t_ok || t_fail "show: $a
+raw: $r"
+
+t_begin "audit verify checks referenced blobs and names the row"
+cp "$db" "$T_TMP/gone.db"
+sqlite3 "$T_TMP/gone.db" "DELETE FROM blobs WHERE hash = (SELECT hash FROM audit_refs WHERE audit_id = 2)"
+"$BUILD/drun-admin" --db "$T_TMP/gone.db" audit verify >"$T_TMP/v.out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q "audit row 2" "$T_TMP/v.out" && t_ok || t_fail "rc $rc: $(cat "$T_TMP/v.out")"
+
+t_begin "drun_audit_args names a missing blob instead of returning wrong text"
+got=$(LD_PRELOAD="$asan_rt" sqlite3 -readonly -cmd ".load $BUILD/drun-sqlite" "$T_TMP/gone.db" "SELECT drun_audit_args(args) FROM audit WHERE id = 2" 2>&1)
+case "$got" in *"drun: audit argument blob "*) t_ok ;; *) t_fail "got: $got" ;; esac
 
 t_begin "at least five cookbook queries"
 [ -n "$(query 5)" ] && t_ok || t_fail "fewer than five sql blocks"

@@ -12,11 +12,13 @@
  *   2 session_bash "make"  modifies src/main.c, adds build/app; labelled 'green'
  *   3 session_bash "make test" exits 2, no file changes, writes stderr
  * session 'scratch' (closed) with one checkpoint that removes README; one blob no
- * row refers to; and six audit rows (five calls and one denial event).
+ * row refers to; and six audit rows (five calls and one denial event), the
+ * write_files one with a 1,250-byte value stored as a blob reference.
  */
 #include "test.h"
 
 #include "store/store.h"
+#include "tools/tool.h"
 #include "util/mem.h"
 #include "workspace/workspace.h"
 
@@ -54,6 +56,9 @@ audit(struct store *st, const char *session, const char *tool, const char *summa
       const char *outcome, const char *code, int64_t cp, const char *args)
 {
     struct store_audit a = {0};
+    struct store_audit_part *parts = NULL;
+    char *text = NULL;
+    cJSON *j = NULL;
     struct err err;
 
     a.pid = 4242;
@@ -67,9 +72,18 @@ audit(struct store *st, const char *session, const char *tool, const char *summa
     a.error_code = code;
     a.duration_ms = 12;
     a.checkpoint_id = cp;
-    a.args = args;
-    a.args_len = args ? strlen(args) : 0;
+    if (args != NULL) { /* as tools_call stores them: large strings as blob references */
+        j = cJSON_Parse(args);
+        CHECK(j != NULL);
+        CHECK(tool_audit_args(j, &text, &parts, &a.nparts) == 0);
+        a.args = text;
+        a.args_len = strlen(text);
+        a.parts = parts;
+    }
     CHECK_OK(store_audit_append(st, &a, &err), &err);
+    cJSON_Delete(j); /* the parts point into it until the append */
+    cJSON_free(text);
+    mem_free(parts);
 }
 
 static void
@@ -109,8 +123,15 @@ build(const char *path)
         struct store_change ch[2] = {{"src/main.c", STORE_ADDED}, {"README", STORE_ADDED}};
         CHECK_OK(store_checkpoint_append(f.st, &cp, ch, 2, &err), &err);
     }
-    audit(f.st, s.id, "session_write_files", "2 files", "ok", NULL, cp.id,
-          "{\"files\":{\"src/main.c\":\"...\",\"README\":\"demo\"}}");
+    {
+        /* NOTES (1,250 bytes) is over the inline limit: the row holds a reference. */
+        char args[2048] = "{\"files\":{\"src/main.c\":\"...\",\"README\":\"demo\",\"NOTES\":\"";
+        for (int i = 0; i < 250; i++) {
+            strcat(args, "line\\n");
+        }
+        strcat(args, "\"}}");
+        audit(f.st, s.id, "session_write_files", "2 files", "ok", NULL, cp.id, args);
+    }
 
     /* 2: make */
     memset(&cp, 0, sizeof(cp));

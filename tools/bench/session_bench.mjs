@@ -8,6 +8,10 @@
 //     p50 (and p90), and DB growth / compressed bytes written (the growth of the blobs
 //     table's stored bytes, which is what zstd made of the new content and manifests);
 //     target <= 1.2.
+//     The audit row of each call references the content blob instead of holding the
+//     content (schema/README.md, "Audit arguments"); the line after the ratio splits the
+//     growth into blobs, audit rows and the rest (pages of the other tables, free pages).
+//     `--write-only` runs (1) alone (for interleaved runs against another build).
 // (2) daemon RSS with 50 attached sessions of 1,000 files each: (RSS after - RSS with
 //     none) / 50; target <= 256 KiB per session.
 import { execFileSync } from 'node:child_process';
@@ -53,6 +57,12 @@ const rss = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/sta
   sql(db, 'PRAGMA wal_checkpoint(TRUNCATE);');
   const blobs0 = Number(sql(db, 'SELECT coalesce(sum(length(data)),0) FROM blobs'));
   const size0 = dbBytes(db);
+  const pages = () => {
+    try { // dbstat needs SQLITE_ENABLE_DBSTAT_VTAB (Debian's sqlite3 has it)
+      return Object.fromEntries(sql(db, "SELECT name, sum(pgsize) FROM dbstat GROUP BY name").split('\n').map((l) => l.split('|')).map(([n, b]) => [n, Number(b)]));
+    } catch { return {}; }
+  };
+  const pages0 = pages();
   const times = [];
   for (let i = 0; i < 100; i++) {
     const t0 = process.hrtime.bigint();
@@ -65,8 +75,12 @@ const rss = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/sta
   times.sort((a, b) => a - b);
   console.log(`write_files p50 ${times[50].toFixed(2)} ms, p90 ${times[90].toFixed(2)} ms per call (1 file on 1,000)`);
   console.log(`db growth ${size1 - size0} B / compressed bytes written ${blobs1 - blobs0} B = ${((size1 - size0) / (blobs1 - blobs0)).toFixed(2)} (target <= 1.2)`);
+  const pages1 = pages();
+  const grew = Object.keys(pages1).map((n) => [n, pages1[n] - (pages0[n] || 0)]).filter(([, d]) => d !== 0).sort((a, b) => b[1] - a[1]);
+  console.log(`  page growth by table/index: ${grew.map(([n, d]) => `${n} ${d}`).join(', ')}`);
   await c.close();
 }
+if (process.argv.includes('--write-only')) process.exit(0);
 
 // (2)
 {
