@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sched.h>
@@ -88,9 +89,16 @@ enum argv_kind {
 };
 
 #define COMMAND_PATH "/.drun/command"
-#define STATUS_MAX   4096
-#define READ_CHUNK   65536
-#define DRAIN_MS     5000 /* after a kill, how long pipes may take to reach EOF */
+/*
+ * Warm scripts up to this size whose lines the shell reads with its `read` builtin (a few
+ * syscalls) instead of exec'ing cat (a fork, an exec and a dynamic link, ~1 ms); longer
+ * ones go through cat, which reads a 1 MiB script in a few reads instead of one byte
+ * per syscall.
+ */
+#define WARM_READ_MAX 512
+#define STATUS_MAX    4096
+#define READ_CHUNK    65536
+#define DRAIN_MS      5000 /* after a kill, how long pipes may take to reach EOF */
 
 /* ---- argv vector ---------------------------------------------------------------- */
 
@@ -169,7 +177,8 @@ struct sandbox {
     int prepared;          /* waiting on --block-fd (sandbox_prepare) */
     uv_pipe_t script_pipe; /* warm: the daemon's end of the script pipe, while writing */
     int script_open;       /* script_pipe initialised and not yet closed */
-    char *script;          /* warm: our copy of the command while it is written */
+    char *script;          /* warm: the framed command while it is written */
+    size_t script_len;
     uv_write_t script_req;
     char readbuf[READ_CHUNK];
 };
@@ -496,7 +505,7 @@ static int
 build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, const char *bwrap,
            enum argv_kind kind, struct argv_vec *a, struct err *err)
 {
-    char resolved[PATH_MAX], ws[PATH_MAX], prelude[512];
+    char resolved[PATH_MAX], ws[PATH_MAX], prelude[1024];
     struct stat st;
 
     if (realpath(spec->workspace_dir, ws) == NULL) {
@@ -611,16 +620,27 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
      */
     if (kind == ARGV_WARM) {
         /*
-         * Warm: the script comes through the pipe at fd 5. cat reads it to EOF (the daemon
-         * closes its end after the last byte), the shell closes fd 5, and only then does
-         * the script run, so the command can never read its own pipe or anything after
-         * it. eval keeps `sh -c` semantics (the last command's status, `exit` works);
-         * command substitution drops trailing newlines, which a script does not miss.
+         * Warm: the script comes through the pipe at fd 5 after a header line the daemon
+         * writes (sandbox_start_prepared): "l<N>" says N lines follow, which the shell reads
+         * with its `read` builtin (short scripts: no exec at all); "c" says the rest is
+         * the script, which cat reads to EOF (the daemon closes its end after the last
+         * byte). Either way the shell has read everything and closed fd 5 before the script
+         * runs, so the command can never read its own pipe or anything after it. eval
+         * keeps `sh -c` semantics (the last command's status, `exit` works); the helper
+         * variables are unset before the script's first command.
          */
         snprintf(prelude, sizeof(prelude),
                  "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; "
-                 "__drun_script=$(exec /bin/cat <&5) || exit 126; exec 5<&-; "
-                 "eval \"unset __drun_script; $__drun_script\"",
+                 "IFS= read -r __drun_h <&5 || exit 126; __drun_s=; __drun_j=; "
+                 "case $__drun_h in "
+                 "c) __drun_s=$(exec /bin/cat <&5) || exit 126;; "
+                 "l*) __drun_n=${__drun_h#l}; "
+                 "while [ \"$__drun_n\" -gt 0 ]; do "
+                 "IFS= read -r __drun_l <&5 || exit 126; "
+                 "__drun_s=\"$__drun_s$__drun_j$__drun_l\"; __drun_j=\"\n\"; "
+                 "__drun_n=$((__drun_n - 1)); done;; "
+                 "*) exit 126;; esac; exec 5<&-; "
+                 "eval \"unset __drun_h __drun_n __drun_l __drun_j __drun_s; $__drun_s\"",
                  (unsigned long long)lim->nproc, (unsigned long long)lim->nproc);
     } else {
         snprintf(prelude, sizeof(prelude),
@@ -1585,6 +1605,9 @@ out:
     return rc;
 }
 
+static int start_always(uv_loop_t *loop, const struct sandbox_spec *spec,
+                        const struct sandbox_callbacks *cb, struct sandbox **out, struct err *err);
+
 int
 sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct sandbox_callbacks *cb,
               struct sandbox **out, struct err *err)
@@ -1596,16 +1619,7 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
         return err_set(err, ERR_INVAL, "sandbox_start needs an on_exit callback");
     }
     if (sandbox_warm_mode() == SANDBOX_WARM_ALWAYS) {
-        /* The test switch: every command takes the warm path, prepared on the spot. */
-        struct sandbox_prep *p = NULL;
-        if (sandbox_prepare(loop, spec, &p, err) < 0) {
-            return -1;
-        }
-        if (sandbox_start_prepared(p, spec, cb, out, err) < 0) {
-            sandbox_prepared_free(p);
-            return -1;
-        }
-        return 0;
+        return start_always(loop, spec, cb, out, err);
     }
     if (spawn(loop, spec, 0, &sb, NULL, NULL, NULL, err) < 0) {
         return -1;
@@ -1783,6 +1797,129 @@ bwrap_gone(const struct sandbox *sb)
     return sb->exited || sb->killing || sb->bwrap_pidfd < 0 || poll(&pf, 1, 0) != 0;
 }
 
+/* Appends s as /proc/PID/mountinfo writes a path: space, tab, newline, backslash octal. */
+static void
+mountinfo_escape(struct buf *out, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\') {
+            buf_printf(out, "\\%03o", (unsigned)(unsigned char)*s);
+        } else {
+            buf_putc(out, *s);
+        }
+    }
+}
+
+/* 1 if the mountinfo text mi has a mount whose mount point (5th field) is `point`. */
+static int
+mountinfo_has(const char *mi, const char *point)
+{
+    size_t plen = strlen(point);
+
+    while (*mi != '\0') {
+        const char *eol = strchr(mi, '\n');
+        const char *f = mi;
+        size_t len = eol ? (size_t)(eol - mi) : strlen(mi);
+
+        for (int field = 0; field < 4 && f != NULL && f < mi + len; field++) {
+            f = memchr(f, ' ', len - (size_t)(f - mi));
+            f = f != NULL ? f + 1 : NULL;
+        }
+        if (f != NULL && f + plen <= mi + len && memcmp(f, point, plen) == 0 &&
+            (f + plen == mi + len || f[plen] == ' ')) {
+            return 1;
+        }
+        mi += len;
+        if (*mi == '\n') {
+            mi++;
+        }
+    }
+    return 0;
+}
+
+/*
+ * The waiting sandbox's pid 1: as bwrap reported it on the status fd, or (not read yet)
+ * bwrap's only child, from /proc. 0 if there is none yet.
+ */
+static pid_t
+prep_child(const struct sandbox *sb)
+{
+    char path[96], text[64];
+    ssize_t n;
+    int fd;
+
+    if (sb->child_pid > 0) {
+        return sb->child_pid;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sb->bwrap_pid,
+             (int)sb->bwrap_pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    text[n] = '\0';
+    long pid = strtol(text, NULL, 10);
+    return pid > 1 && pid <= INT_MAX ? (pid_t)pid : 0;
+}
+
+/*
+ * 1 if every overlay bind of argv a (a bind whose target is under /workspace/) is still
+ * mounted in the waiting sandbox. Its mount point is a directory bwrap created in the
+ * host workspace directory; a sync that removed it (a rollback, a full re-sync) has
+ * detached the overlay inside (the kernel does that for a mount point removed from
+ * another mount namespace), which no inode comparison notices reliably.
+ */
+static int
+overlays_mounted(const struct sandbox *sb, const struct argv_vec *a)
+{
+    struct buf mi, point;
+    char path[64], chunk[4096];
+    int fd, ok = 1, any = 0;
+    ssize_t n;
+
+    for (size_t i = 0; i + 2 < a->n && !any; i++) {
+        any = strcmp(a->v[i], "--ro-bind") == 0 && strncmp(a->v[i + 2], "/workspace/", 11) == 0;
+    }
+    if (!any) {
+        return 1;
+    }
+    pid_t pid = prep_child(sb);
+    if (pid <= 0) {
+        return 0; /* no pid 1 yet: still setting up */
+    }
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    buf_init(&mi, (size_t)4 << 20);
+    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+        buf_append(&mi, chunk, (size_t)n);
+    }
+    close(fd);
+    buf_init(&point, SANDBOX_PATH_MAX * 4 + 1);
+    if (n < 0 || buf_failed(&mi)) {
+        ok = 0;
+    }
+    for (size_t i = 0; ok && i + 2 < a->n; i++) {
+        if (strcmp(a->v[i], "--ro-bind") != 0 || strncmp(a->v[i + 2], "/workspace/", 11) != 0) {
+            continue;
+        }
+        buf_reset(&point);
+        mountinfo_escape(&point, a->v[i + 2]);
+        ok = !buf_failed(&point) && mountinfo_has(buf_cstr(&mi), buf_cstr(&point));
+        i += 2;
+    }
+    buf_release(&point);
+    buf_release(&mi);
+    return ok;
+}
+
 int
 sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *spec)
 {
@@ -1816,6 +1953,9 @@ sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *
         (n_ids > 0 && memcmp(ids, p->ids, n_ids * sizeof(*ids)) != 0)) {
         goto out;
     }
+    if (!overlays_mounted(p->sb, &a)) {
+        goto out;
+    }
     ok = 1;
 out:
     mem_free(ids);
@@ -1836,6 +1976,47 @@ on_script_written(uv_write_t *req, int status)
         sb->script_open = 0;
         close_handle(sb, (uv_handle_t *)&sb->script_pipe);
     }
+}
+
+/*
+ * What goes down the script pipe: a header line for the prelude (see build_argv), then
+ * the script. Short scripts go as N lines ("l<N>\n", then the script and one more newline,
+ * so the prelude's N reads see N newline-terminated lines, which it joins back with
+ * newlines: the exact script), longer ones as "c\n" and the bytes as they are.
+ */
+static int
+script_frame(const struct sandbox_spec *spec, char **out, size_t *out_len)
+{
+    const char *c = spec->command;
+    size_t len = spec->command_len, lines = 0, n;
+    int add_nl = 0;
+    char head[32];
+    char *p;
+
+    if (len <= WARM_READ_MAX) {
+        for (size_t i = 0; i < len; i++) {
+            lines += c[i] == '\n';
+        }
+        add_nl = 1; /* every line ends in a newline; the shell joins them without it */
+        lines++;
+        n = (size_t)snprintf(head, sizeof(head), "l%zu\n", lines);
+    } else {
+        n = (size_t)snprintf(head, sizeof(head), "c\n");
+    }
+    p = mem_alloc(n + len + 2);
+    if (p == NULL) {
+        return -1;
+    }
+    memcpy(p, head, n);
+    if (len > 0) {
+        memcpy(p + n, c, len);
+    }
+    if (add_nl) {
+        p[n + len] = '\n';
+    }
+    *out = p;
+    *out_len = n + len + (size_t)add_nl;
+    return 0;
 }
 
 int
@@ -1860,11 +2041,9 @@ sandbox_start_prepared(struct sandbox_prep *p, const struct sandbox_spec *spec,
                        "the prepared sandbox no longer matches the policy; start one cold");
     }
     sb = p->sb;
-    sb->script = mem_alloc(spec->command_len + 1);
-    if (sb->script == NULL) {
+    if (script_frame(spec, &sb->script, &sb->script_len) < 0) {
         return err_set(err, ERR_NOMEM, "out of memory handing over the command");
     }
-    memcpy(sb->script, spec->command, spec->command_len);
     if (uv_pipe_init(sb->loop, &sb->script_pipe, 0) != 0 ||
         uv_pipe_open(&sb->script_pipe, p->script_wr) != 0) {
         mem_free(sb->script);
@@ -1883,9 +2062,8 @@ sandbox_start_prepared(struct sandbox_prep *p, const struct sandbox_spec *spec,
     sb->cb = *cb;
     sb->res.warm = 1;
     prep_ref(sb, 1);
-    b = uv_buf_init(sb->script, (unsigned)spec->command_len);
-    if (spec->command_len == 0 ||
-        uv_write(&sb->script_req, (uv_stream_t *)&sb->script_pipe, &b, 1, on_script_written) != 0) {
+    b = uv_buf_init(sb->script, (unsigned)sb->script_len);
+    if (uv_write(&sb->script_req, (uv_stream_t *)&sb->script_pipe, &b, 1, on_script_written) != 0) {
         sb->script_open = 0;
         close_handle(sb, (uv_handle_t *)&sb->script_pipe);
     }
@@ -1930,7 +2108,21 @@ sandbox_prepared_free(struct sandbox_prep *p)
         signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
         while (waitpid(sb->bwrap_pid, &st, 0) < 0 && errno == EINTR) {
         }
-        prep_destroy(p); /* the handles are closed; their memory goes with the process */
+        /*
+         * Only the daemon's shutdown gets here, after uv_run returned: every handle of sb
+         * is closed and off the loop, but closed without on_close, so sb was never freed.
+         */
+        if (sb->child_pidfd >= 0) {
+            close(sb->child_pidfd);
+        }
+        if (sb->bwrap_pidfd >= 0) {
+            close(sb->bwrap_pidfd);
+        }
+        sandbox_result_release(&sb->res);
+        buf_release(&sb->status);
+        mem_free(sb->script);
+        mem_free(sb);
+        prep_destroy(p);
         return;
     }
     /*
@@ -1938,8 +2130,8 @@ sandbox_prepared_free(struct sandbox_prep *p)
      * along), then bwrap. Before that we must not kill bwrap alone: caught in the middle of
      * its set-up, it can leave a pid 1 we cannot name waiting forever for a uid map. So
      * then we give it EOF on the block and script pipes instead: it finishes its set-up,
-     * runs an empty script and exits by itself. Either way no command ever runs: there is
-     * none. The timer bounds the wait, and kills by then.
+     * finds no script (the prelude exits 126) and exits by itself. Either way no command ever runs:
+     * there is none. The timer bounds the wait, and kills by then.
      */
     p->orphaned = 1;
     sb->prepared = 0;
@@ -1957,6 +2149,33 @@ sandbox_prepared_free(struct sandbox_prep *p)
     } else {
         uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
     }
+}
+
+/*
+ * DRUN_SANDBOX_WARM=always (the test switch): every command takes the warm path, prepared
+ * on the spot. With overlays the release waits (bounded) until bwrap has mounted them,
+ * since sandbox_prepared_valid requires that.
+ */
+static int
+start_always(uv_loop_t *loop, const struct sandbox_spec *spec, const struct sandbox_callbacks *cb,
+             struct sandbox **out, struct err *err)
+{
+    struct sandbox_prep *p = NULL;
+
+    if (sandbox_prepare(loop, spec, &p, err) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < 5000 && spec->n_overlays > 0 && p->sb != NULL && !bwrap_gone(p->sb) &&
+                    !overlays_mounted(p->sb, &p->argv);
+         i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (sandbox_start_prepared(p, spec, cb, out, err) < 0) {
+        sandbox_prepared_free(p);
+        return -1;
+    }
+    return 0;
 }
 
 int

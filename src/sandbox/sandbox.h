@@ -165,8 +165,10 @@ int sandbox_prepare(uv_loop_t *loop, const struct sandbox_spec *spec, struct san
 
 /*
  * 1 if p is still waiting and was built from exactly what spec builds now: the same bwrap
- * argv (mounts, environment, sizes, process limit), the same rlimits, and the same
- * (device, inode) behind every bind source. 0 otherwise: discard it and go cold.
+ * argv (mounts, environment, sizes, process limit), the same rlimits, the same
+ * (device, inode) behind every bind source, and every overlay still mounted inside (its
+ * mount point sits in the host workspace, where a sync may have removed it; a sandbox
+ * still setting up fails this). 0 otherwise: discard it and go cold.
  */
 int sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *spec);
 

@@ -1,7 +1,8 @@
 /*
  * session_exec.c - the overlay mount points a command's sandbox creates in the workspace
- * directory, and their removal before the rescan; and the slot that holds the session's
- * prepared sandbox. See session_exec.h.
+ * directory, and their removal before the rescan; the slot that holds the session's
+ * prepared sandbox, and running something for a session on the loop's next turn. See
+ * session_exec.h.
  *
  * Every walk here opens one component at a time with O_NOFOLLOW from the workspace root,
  * so a command that replaced a directory on the path with a link to somewhere else on
@@ -14,6 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <uv.h>
 
 #include "session/session_int.h"
 #include "util/mem.h"
@@ -236,4 +239,62 @@ const char *
 session_exec_dir_path(const struct session *s)
 {
     return s->dir != NULL ? ws_dir_path(s->dir) : NULL;
+}
+
+/* ---- deferred work --------------------------------------------------------------------- */
+
+struct exec_defer {
+    uv_timer_t timer;
+    struct session_mgr *m;
+    char id[64];
+    void (*fn)(struct session *s, void *arg);
+    void *arg;
+};
+
+static void
+defer_closed(uv_handle_t *h)
+{
+    mem_free(h->data);
+}
+
+static void
+defer_fire(uv_timer_t *t)
+{
+    struct exec_defer *d = t->data;
+    struct session *s = session_mgr_find(d->m, d->id);
+
+    if (s != NULL) {
+        d->fn(s, d->arg);
+    }
+    uv_close((uv_handle_t *)&d->timer, defer_closed);
+}
+
+int
+session_exec_defer(void *loop, struct session_mgr *m, const char *id,
+                   void (*fn)(struct session *s, void *arg), void *arg)
+{
+    struct exec_defer *d;
+
+    if (loop == NULL || m == NULL || id == NULL ||
+        strlen(id) >= sizeof(((struct exec_defer *)0)->id)) {
+        return -1;
+    }
+    d = mem_calloc(1, sizeof(*d));
+    if (d == NULL) {
+        return -1;
+    }
+    d->m = m;
+    memcpy(d->id, id, strlen(id) + 1);
+    d->fn = fn;
+    d->arg = arg;
+    d->timer.data = d;
+    if (uv_timer_init(loop, &d->timer) != 0) {
+        mem_free(d);
+        return -1;
+    }
+    if (uv_timer_start(&d->timer, defer_fire, 0, 0) != 0) {
+        uv_close((uv_handle_t *)&d->timer, defer_closed);
+        return -1;
+    }
+    return 0;
 }

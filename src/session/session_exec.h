@@ -8,7 +8,9 @@
  * any missing parents) that the rescan after the command would otherwise record in the
  * checkpoint. Overlays are never checkpointed, so session_exec_mounts() notes which
  * directories do not exist before the command and session_exec_unmount() removes those
- * that are still empty afterwards, before the rescan.
+ * that are still empty afterwards, before the rescan. A prepared sandbox creates them at
+ * prepare time: its caller takes the note then and keeps it with the sandbox
+ * (tools_bash.c), removing them before the next rescan whether the sandbox is used or not.
  */
 #ifndef DRUN_SESSION_EXEC_H
 #define DRUN_SESSION_EXEC_H
@@ -48,5 +50,13 @@ void *session_exec_warm_take(struct session *s);
 
 /* The host path of s's workspace directory, or NULL before the first command. Borrowed. */
 const char *session_exec_dir_path(const struct session *s);
+
+/*
+ * Runs fn(s, arg) on the loop's next turn (after the current call's answer has been
+ * written), if the session `id` is still attached to m then; nothing otherwise. loop is
+ * the uv_loop_t. Returns 0, or -1 (out of memory, bad id) with nothing scheduled.
+ */
+int session_exec_defer(void *loop, struct session_mgr *m, const char *id,
+                       void (*fn)(struct session *s, void *arg), void *arg);
 
 #endif

@@ -25,6 +25,7 @@
 #include "sandbox/sandbox.h"
 #include "session/session_exec.h"
 #include "store/store.h"
+#include "tools/tools_bash.h"
 #include "tools/tools_sess.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -47,9 +48,10 @@ struct line_track {
 struct bash_run {
     struct tool_call *call;
     struct session *s;
-    struct sandbox *sb; /* NULL once on_exit came */
-    struct session_mounts *mounts;
-    const char *command; /* borrowed from the call's arguments, valid until done */
+    struct sandbox *sb;                 /* NULL once on_exit came */
+    struct session_mounts *mounts;      /* mount points bwrap creates for this call */
+    struct session_mounts *prep_mounts; /* those a prepared sandbox created (warm or not) */
+    const char *command;                /* borrowed from the call's arguments, valid until done */
     const char *description;
     int64_t timeout_ms;
     uint64_t seen; /* bytes of output seen; the progress value */
@@ -236,13 +238,20 @@ fail_unavailable(struct tool_call *call, const struct err *why)
     tool_call_done_error(call, TOOL_ERR_INTERNAL, msg, detail);
 }
 
+/* Removes the overlay mount points this run and its prepared sandbox created, if empty. */
+static void
+run_unmount(struct bash_run *r)
+{
+    session_exec_unmount(r->s, r->mounts);
+    r->mounts = NULL;
+    session_exec_unmount(r->s, r->prep_mounts);
+    r->prep_mounts = NULL;
+}
+
 static void
 run_free(struct bash_run *r)
 {
-    if (r->mounts != NULL) {
-        session_exec_unmount(r->s, r->mounts);
-        r->mounts = NULL;
-    }
+    run_unmount(r);
     policy_unref(r->policy);
     mem_free(r);
 }
@@ -253,10 +262,7 @@ reset_and_leave(struct bash_run *r)
 {
     struct session_err e;
 
-    if (r->mounts != NULL) {
-        session_exec_unmount(r->s, r->mounts);
-        r->mounts = NULL;
-    }
+    run_unmount(r);
     if (session_workspace_reset(r->s, &e) < 0) {
         /* The next prepare re-syncs fully (the reset left the directory untrusted). */
         log_warn("session '%s': cannot reset the workspace after a failed command: %s",
@@ -326,8 +332,7 @@ bash_on_exit(void *ud, struct sandbox_result *res)
     }
 
     /* The command finished: the mount points go, then the directory becomes a checkpoint. */
-    session_exec_unmount(r->s, r->mounts);
-    r->mounts = NULL;
+    run_unmount(r);
     memset(&meta, 0, sizeof(meta));
     meta.tool = "session_bash";
     meta.command = r->command;
@@ -512,6 +517,8 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
 struct warm_slot {
     struct sandbox_prep *prep;
     struct policy *policy;
+    struct session *s;
+    struct session_mounts *mounts; /* overlay mount points bwrap created at prepare time */
 };
 
 static void
@@ -523,14 +530,90 @@ warm_slot_free(void *arg)
         return;
     }
     sandbox_prepared_free(w->prep);
+    session_exec_unmount(w->s, w->mounts); /* after the kill: nothing waits on them now */
     policy_unref(w->policy);
     mem_free(w);
 }
 
+/* A session's overlays as the sandbox gets them (see overlays_collect). */
+struct overlays {
+    struct store_overlay *ov; /* from the store */
+    size_t n_ov;
+    struct sandbox_overlay *v; /* the usable ones */
+    size_t n;
+    const char **keys;
+    int *usable;
+    struct session_mounts *mounts; /* the mount points that do not exist yet */
+};
+
+static void
+overlays_release(struct session *s, struct overlays *o)
+{
+    session_exec_unmount(s, o->mounts);
+    mem_free(o->v);
+    mem_free(o->keys);
+    mem_free(o->usable);
+    store_overlay_list_free(o->ov, o->n_ov);
+    memset(o, 0, sizeof(*o));
+}
+
+/*
+ * s's overlays: existing host directories only (a snapshot may name one that is gone),
+ * whose mount point in the workspace can be a directory; notes the mount points bwrap
+ * will create (session_workspace_prepare must have run). 0, or -1 with e filled.
+ */
+static int
+overlays_collect(struct tools_env *env, struct session *s, struct overlays *o,
+                 struct session_err *e)
+{
+    struct err err;
+    size_t n_keep = 0, j = 0;
+
+    memset(o, 0, sizeof(*o));
+    if (store_overlay_list(env->store, session_id(s), &o->ov, &o->n_ov, &err) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &err);
+    }
+    if (o->n_ov == 0) {
+        return 0;
+    }
+    size_t n_ov = o->n_ov > SANDBOX_OVERLAYS_MAX ? SANDBOX_OVERLAYS_MAX : o->n_ov;
+    o->v = mem_calloc(n_ov, sizeof(*o->v));
+    o->keys = mem_calloc(n_ov, sizeof(*o->keys));
+    o->usable = mem_calloc(n_ov, sizeof(*o->usable));
+    if (o->v == NULL || o->keys == NULL || o->usable == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_ov; i++) {
+        struct stat sb;
+        if (stat(o->ov[i].host_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            o->keys[n_keep] = o->ov[i].key;
+            o->v[n_keep].key = o->ov[i].key;
+            o->v[n_keep].host_dir = o->ov[i].host_path;
+            n_keep++;
+        }
+    }
+    if (session_exec_mounts(s, o->keys, n_keep, o->usable, &o->mounts, e) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < n_keep; i++) {
+        if (o->usable[i]) {
+            o->v[j++] = o->v[i];
+        } else {
+            log_warn("session '%s': overlay '%s' left out: its mount point is not a "
+                     "directory in the workspace",
+                     session_id(s), o->v[i].key);
+        }
+    }
+    o->n = j;
+    return 0;
+}
+
 /*
  * Prepares s's next sandbox under policy p, off the call path (after a command's answer
- * has been sent). Sessions with overlays stay cold: bwrap would create their mount points
- * in the workspace directory long before the command, under the next sync and rescan.
+ * has been sent). With overlays, bwrap creates their mount points in the workspace now:
+ * the slot keeps the note of them, so they are removed before the next rescan whether
+ * the sandbox is used or discarded, and the validity check at release also requires
+ * every overlay to be still mounted inside (a sync may have removed a mount point).
  * Failure only costs the next call its warm start.
  */
 static void
@@ -538,10 +621,10 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
 {
     const char *ro[SANDBOX_RO_PATHS_MAX];
     const char *ws_path = session_exec_dir_path(s);
-    struct store_overlay *ov = NULL;
     struct sandbox_spec spec;
+    struct overlays o;
     struct warm_slot *w;
-    size_t n_ov = 0;
+    struct session_err e;
     struct err err;
 
     session_exec_warm_put(s, NULL, NULL);
@@ -549,23 +632,84 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
         env->loop == NULL) {
         return;
     }
-    if (store_overlay_list(env->store, session_id(s), &ov, &n_ov, &err) < 0 || n_ov > 0) {
-        store_overlay_list_free(ov, n_ov);
-        return;
-    }
-    spec_fill(&spec, p, ws_path, ro);
-    spec.command = "";
     w = mem_calloc(1, sizeof(*w));
     if (w == NULL) {
         return;
     }
+    if (overlays_collect(env, s, &o, &e) < 0) {
+        log_debug("session '%s': cannot prepare the next sandbox: %s", session_id(s), e.base.msg);
+        overlays_release(s, &o);
+        mem_free(w);
+        return;
+    }
+    spec_fill(&spec, p, ws_path, ro);
+    spec.overlays = o.v;
+    spec.n_overlays = o.n;
+    spec.command = "";
     if (sandbox_prepare(env->loop, &spec, &w->prep, &err) < 0) {
         log_debug("session '%s': cannot prepare the next sandbox: %s", session_id(s), err.msg);
+        overlays_release(s, &o); /* removes any mount point bwrap created */
         mem_free(w);
         return;
     }
     w->policy = policy_ref(p);
+    w->s = s;
+    w->mounts = o.mounts;
+    o.mounts = NULL;
+    overlays_release(s, &o);
     session_exec_warm_put(s, w, warm_slot_free);
+}
+
+void
+tools_bash_prewarm(struct tools_env *env, struct session *s, struct policy *p)
+{
+    struct policy *cur = NULL;
+    struct session_err e;
+    struct ws_dir *dir = NULL;
+    struct err err;
+
+    if (env == NULL || s == NULL || env->loop == NULL || sandbox_warm_mode() == SANDBOX_WARM_OFF) {
+        return;
+    }
+    if (p == NULL) {
+        if (env->policy == NULL || policy_current(env->policy, &cur, &err) < 0) {
+            return;
+        }
+        p = cur;
+    }
+    /* A busy session is being used: its command prepares the next sandbox itself. */
+    if (session_enter(s, SESSION_WRITE, &e) == 0) {
+        void *waiting = session_exec_warm_take(s);
+        if (waiting != NULL) { /* one already waits; the call checks that it still fits */
+            session_exec_warm_put(s, waiting, warm_slot_free);
+            session_leave(s, SESSION_WRITE);
+            policy_unref(cur);
+            return;
+        }
+        /* A new or just attached session has no directory yet: sync it to the head. */
+        if (session_exec_dir_path(s) != NULL || session_workspace_prepare(s, &dir, &e) == 0) {
+            prewarm(env, s, p);
+        } else {
+            log_debug("session '%s': cannot sync the workspace to prepare a sandbox: %s",
+                      session_id(s), e.base.msg);
+        }
+        session_leave(s, SESSION_WRITE);
+    }
+    policy_unref(cur);
+}
+
+static void
+prewarm_deferred(struct session *s, void *arg)
+{
+    tools_bash_prewarm(arg, s, NULL);
+}
+
+void
+tools_bash_prewarm_soon(struct tools_env *env, const char *id)
+{
+    if (env != NULL && env->loop != NULL && sandbox_warm_mode() != SANDBOX_WARM_OFF) {
+        (void)session_exec_defer(env->loop, env->sessions, id, prewarm_deferred, env);
+    }
 }
 
 /* ---- the handler ------------------------------------------------------------------------ */
@@ -580,11 +724,7 @@ session_bash(struct tool_call *call)
     struct session *s = NULL;
     struct bash_run *r = NULL;
     struct ws_dir *dir = NULL;
-    struct store_overlay *ov = NULL;
-    size_t n_ov = 0, n_keep = 0;
-    struct sandbox_overlay *ovs = NULL;
-    const char **keys = NULL;
-    int *usable = NULL;
+    struct overlays o;
     const char *ro[SANDBOX_RO_PATHS_MAX];
     struct warm_slot *warm = NULL;
     struct sandbox_spec spec;
@@ -594,6 +734,8 @@ session_bash(struct tool_call *call)
     size_t len;
     int rc;
     int64_t t0 = time_mono_us();
+
+    memset(&o, 0, sizeof(o));
 
     if (tools_policy(call, &p) < 0) {
         return;
@@ -649,54 +791,27 @@ session_bash(struct tool_call *call)
     r->policy = policy_ref(p);
     r->t_sync_us = time_mono_us();
 
-    /* Overlays: existing host directories only (a snapshot may name one that is gone). */
-    if (store_overlay_list(env->store, session_id(s), &ov, &n_ov, &err) < 0) {
+    /*
+     * The prepared sandbox goes to this run whether it is used or not: the overlay mount
+     * points it created are removed with the run's own before the rescan.
+     */
+    warm = session_exec_warm_take(s);
+    if (warm != NULL) {
+        r->prep_mounts = warm->mounts;
+        warm->mounts = NULL;
+    }
+    if (overlays_collect(env, s, &o, &e) < 0) {
+        overlays_release(s, &o);
         session_leave(s, SESSION_WRITE);
-        tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
+        tsess_fail(call, &e);
         goto out;
     }
-    if (n_ov > SANDBOX_OVERLAYS_MAX) {
-        n_ov = SANDBOX_OVERLAYS_MAX;
-    }
-    if (n_ov > 0) {
-        ovs = mem_calloc(n_ov, sizeof(*ovs));
-        keys = mem_calloc(n_ov, sizeof(*keys));
-        usable = mem_calloc(n_ov, sizeof(*usable));
-        if (ovs == NULL || keys == NULL || usable == NULL) {
-            session_leave(s, SESSION_WRITE);
-            tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
-            goto out;
-        }
-        for (size_t i = 0; i < n_ov; i++) {
-            struct stat sb;
-            if (stat(ov[i].host_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-                keys[n_keep] = ov[i].key;
-                ovs[n_keep].key = ov[i].key;
-                ovs[n_keep].host_dir = ov[i].host_path;
-                n_keep++;
-            }
-        }
-        if (session_exec_mounts(s, keys, n_keep, usable, &r->mounts, &e) < 0) {
-            session_leave(s, SESSION_WRITE);
-            tsess_fail(call, &e);
-            goto out;
-        }
-        size_t j = 0;
-        for (size_t i = 0; i < n_keep; i++) {
-            if (usable[i]) {
-                ovs[j++] = ovs[i];
-            } else {
-                log_warn("session '%s': overlay '%s' left out: its mount point is not a "
-                         "directory in the workspace",
-                         session_id(s), ovs[i].key);
-            }
-        }
-        n_keep = j;
-    }
+    r->mounts = o.mounts;
+    o.mounts = NULL;
 
     spec_fill(&spec, p, ws_dir_path(dir), ro);
-    spec.overlays = ovs;
-    spec.n_overlays = n_keep;
+    spec.overlays = o.v;
+    spec.n_overlays = o.n;
     spec.command = command;
     spec.command_len = len;
     r->timeout_ms = p->bash_timeout_ms;
@@ -705,7 +820,6 @@ session_bash(struct tool_call *call)
     cb.on_exit = bash_on_exit;
     cb.ud = r;
     /* The session's prepared sandbox, if one waits and still matches; else a cold start. */
-    warm = session_exec_warm_take(s);
     if (warm != NULL && warm->policy == p &&
         sandbox_start_prepared(warm->prep, &spec, &cb, &r->sb, &err) == 0) {
         warm->prep = NULL;
@@ -714,6 +828,7 @@ session_bash(struct tool_call *call)
         rc = sandbox_start(env->loop, &spec, &cb, &r->sb, &err);
     }
     warm_slot_free(warm);
+    warm = NULL;
     if (rc < 0) {
         reset_and_leave(r);
         if (err.code == ERR_INVAL || err.code == ERR_TOOBIG) {
@@ -730,10 +845,8 @@ out:
     if (r != NULL) {
         run_free(r);
     }
-    mem_free(ovs);
-    mem_free(keys);
-    mem_free(usable);
-    store_overlay_list_free(ov, n_ov);
+    overlays_release(s, &o);
+    warm_slot_free(warm);
     policy_unref(p);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "tools/tools_bash.h"
 #include "util/mem.h"
 
 struct session_mgr *
@@ -147,9 +148,13 @@ tsess_open(struct tool_call *call, int mode)
         }
     }
     tool_call_set_session(call, id);
+    int fresh = session_mgr_find(m, id) == NULL;
     if (session_attach(m, id, &s, &e) < 0) {
         tsess_fail(call, &e);
         return NULL;
+    }
+    if (fresh) {
+        tools_bash_prewarm_soon(env, id); /* just attached: its next sandbox, after this call */
     }
     if (mode != 0 && session_enter(s, mode, &e) < 0) {
         tsess_fail(call, &e);

@@ -8,6 +8,7 @@
  * drun-mcp holds (by pid). session_switch attaches a free session (or takes over one
  * whose process died) and makes it the connection's active session.
  */
+#include "tools/tools_bash.h"
 #include "tools/tools_sess.h"
 
 #include <stdio.h>
@@ -41,6 +42,7 @@ done_state(struct tool_call *call, struct session *s, const struct session_delta
 static void
 do_create_session(struct tool_call *call)
 {
+    struct tools_env *env = tool_call_env(call); /* outlives the call */
     struct session_mgr *m = tsess_mgr(call);
     struct session *s = NULL;
     struct session_err e;
@@ -58,11 +60,13 @@ do_create_session(struct tool_call *call)
     tool_call_set_checkpoint(call, 0);
     tool_call_set_summary(call, "created session %s", session_id(s));
     done_state(call, s, &d);
+    tools_bash_prewarm(env, s, NULL); /* the answer is out: prepare its first sandbox */
 }
 
 static void
 do_session_switch(struct tool_call *call)
 {
+    struct tools_env *env = tool_call_env(call); /* outlives the call */
     struct session_mgr *m = tsess_mgr(call);
     const char *id = tool_call_arg_str(call, "session_id");
     struct session *s = NULL;
@@ -81,6 +85,7 @@ do_session_switch(struct tool_call *call)
     tool_call_set_summary(call, "switched to %s at checkpoint %lld", session_id(s),
                           (long long)session_head(s));
     done_state(call, s, &d);
+    tools_bash_prewarm(env, s, NULL); /* attached: prepare its next sandbox */
 }
 
 static void

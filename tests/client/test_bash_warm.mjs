@@ -1,11 +1,17 @@
 // test_bash_warm.mjs - prepared ("warm") sandboxes of session_bash (issue 9), against the
 // real build/drun-mcp, a temp DB and real bubblewrap.
 //
-// Covers: the first call of a session goes cold and the next one warm (the result says
-// which); a config change between two calls discards the prepared sandbox, so the second
-// call runs cold under the new policy; a 1 MiB command runs warm; 50 attached sessions
-// hold at most 50 waiting sandboxes, none after session_close; and no sandbox outlives the
-// daemon, whether it exits normally or is killed with SIGKILL (--die-with-parent).
+// Covers: a session's first sandbox is prepared on create_session, on session_switch and
+// on an implicit attach (another tool's session_id), so its first call is warm, and after
+// each call the next one (the result says which); both ways of handing the script over
+// (short scripts read line by line by the shell's `read`, long ones by cat) keep `sh -c`
+// semantics and close the pipe first; a session with an overlay runs warm once its
+// prepared sandbox has the overlay mounted, never checkpoints the mount point, and goes
+// cold when a sync removed the mount point under the waiting sandbox; a config change between two calls, or between
+// create_session and the first call, discards the prepared sandbox, so the call runs cold
+// under the new policy; a 1 MiB command runs warm; 50 attached sessions hold at most 50
+// waiting sandboxes, none after session_close; and no sandbox outlives the daemon,
+// whether it exits normally or is killed with SIGKILL (--die-with-parent).
 // Processes are found through /proc (children of the daemon). Waiting for a killed
 // process to disappear polls /proc with a bound; nothing asserts on speed.
 import { mkdirSync, writeFileSync, utimesSync, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -70,13 +76,13 @@ function waiting(pid) {
   return { outer, inner, all: [...outer, ...inner].map((c) => c.pid) };
 }
 
-async function start(name, env = {}) {
+async function start(name, env = {}, db = null) {
   const dir = join(tmp, name);
   mkdirSync(dir);
   mkdirSync(join(dir, 'xdg'), { mode: 0o700 });
   const cfg = join(dir, 'config.toml');
   writeConfig(cfg, BASE);
-  const srv = new RawServer(MCP, ['--db', join(dir, 'w.db'), '--config', cfg], { XDG_RUNTIME_DIR: join(dir, 'xdg'), DRUN_SANDBOX_WARM: 'auto', ...env });
+  const srv = new RawServer(MCP, ['--db', db || join(dir, 'w.db'), '--config', cfg], { XDG_RUNTIME_DIR: join(dir, 'xdg'), DRUN_SANDBOX_WARM: 'auto', ...env });
   await srv.initialize();
   let id = 0;
   const tool = async (tname, args) => {
@@ -92,19 +98,116 @@ async function start(name, env = {}) {
     await srv.alive(`after-${id}`);
     return r;
   };
-  return { srv, cfg, tool, bash, pid: srv.proc.pid };
+  // create_session and session_switch prepare after their answer: the same ping proves it.
+  const toolSync = async (tname, args) => {
+    const r = await tool(tname, args);
+    await srv.alive(`after-${id}`);
+    return r;
+  };
+  return { srv, cfg, tool, toolSync, bash, pid: srv.proc.pid, dir };
 }
 
 const A = await start('a');
-const sA = (await A.tool('create_session', {})).session_id;
+const before = waiting(A.pid).outer.length;
+const sA = (await A.toolSync('create_session', {})).session_id;
 
-await R.run('the first call goes cold, the next one warm, with the same result', async () => {
+await R.run('create_session prepares the first sandbox: the first call is warm', async () => {
+  assertEq(waiting(A.pid).outer.length, before + 1, 'waiting sandboxes after create_session');
   const r1 = await A.bash(sA, 'echo one; echo err >&2; exit 3');
-  assertEq(r1.warm, false, 'first call (nothing prepared yet)');
-  assertEq([r1.exit_code, r1.stdout_tail, r1.stderr_tail], [3, 'one\n', 'err\n'], 'cold result');
+  assertEq(r1.warm, true, 'first call after create_session');
+  assertEq([r1.exit_code, r1.stdout_tail, r1.stderr_tail], [3, 'one\n', 'err\n'], 'warm result');
   const r2 = await A.bash(sA, 'echo two; echo err >&2; exit 3');
   assertEq(r2.warm, true, 'second call');
   assertEq([r2.exit_code, r2.stdout_tail, r2.stderr_tail], [3, 'two\n', 'err\n'], 'warm result');
+});
+
+await R.run('warm and cold give the same result for awkward scripts, short and long', async () => {
+  const C = await start('sem', { DRUN_SANDBOX_WARM: 'off' });
+  const sC = (await C.tool('create_session', {})).session_id;
+  const pad = (n) => `: ${'p'.repeat(n)}\n`;
+  const scripts = [
+    'echo hi',
+    'echo hi\n',
+    '  printf "%s|\\n" "  lead" \'back\\slash\' ; echo a \\\n  b',
+    'x=1\nif [ $x = 1 ]; then\n\techo "tab"\nfi\nexit 7\necho never',
+    'echo "no newline at the end" \\',
+    'echo one\n\n\n',
+    'cat <<EOF\n  $HOME \\$x\nEOF\necho after',
+    'echo "$0" "$#"; false',
+  ];
+  // Around the size where the warm path switches from `read` to cat (512 bytes).
+  for (const n of [511, 512, 513, 2000]) {
+    const body = 'echo edge; echo $((6 * 7))\n';
+    scripts.push(pad(n - body.length - 3) + body);
+  }
+  for (const [i, cmd] of scripts.entries()) {
+    const w = await A.bash(sA, cmd);
+    const c = await C.bash(sC, cmd);
+    assertEq(w.warm, true, `script ${i} warm`);
+    assertEq(c.warm, false, `script ${i} cold`);
+    assertEq([w.exit_code, w.stdout_tail, w.stderr_tail], [c.exit_code, c.stdout_tail, c.stderr_tail], `script ${i} (${cmd.length} bytes): warm vs cold`);
+  }
+  C.srv.endInput();
+  await C.srv.exit();
+});
+
+// A prepared sandbox with an overlay is used only once the overlay is mounted inside it;
+// wait for that (as the daemon checks it, in pid 1's mountinfo), then let the daemon read
+// the pid-1 report with a ping. Bounded; a sandbox not ready then just makes the call cold.
+async function overlayReady(D, point) {
+  for (let i = 0; i < 250; i++) {
+    const inner = waiting(D.pid).inner;
+    let ok = inner.length > 0;
+    for (const c of inner) {
+      try {
+        ok = ok && readFileSync(`/proc/${c.pid}/mountinfo`, 'utf8').split('\n').some((l) => l.split(' ')[4] === point);
+      } catch {
+        ok = false;
+      }
+    }
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await D.srv.alive('overlay-ready');
+}
+
+await R.run('a session with an overlay runs warm, overlay visible, mount point never checkpointed', async () => {
+  const O = await start('ov');
+  const src = join(O.dir, 'src');
+  mkdirSync(join(src, 'node_modules', 'pkg'), { recursive: true });
+  writeFileSync(join(src, 'node_modules', 'pkg', 'index.js'), 'overlay-ok\n');
+  writeFileSync(join(src, 'a.txt'), 'a\n');
+  writeConfig(O.cfg, `${BASE}mount_allowlist = ["${src}"]\n`);
+  const sid = (await O.toolSync('create_session', {})).session_id;
+  assertEq(waiting(O.pid).outer.length, 1, 'prepared on create (no overlay yet)');
+  const m = await O.tool('session_mount', { path: src, description: 'mount', session_id: sid });
+  assertEq(m.overlays.map((o) => o.key), ['node_modules'], 'overlay registered');
+  const probe = 'cat node_modules/pkg/index.js a.txt';
+  const r1 = await O.bash(sid, probe);
+  assertEq([r1.warm, r1.exit_code, r1.stdout_tail], [false, 0, 'overlay-ok\na\n'], 'first call: the sandbox prepared without the overlay is discarded');
+  for (let i = 0; i < 3; i++) {
+    assertEq(waiting(O.pid).outer.length, 1, `call ${i}: one prepared sandbox, with the overlay`);
+    await overlayReady(O, '/workspace/node_modules');
+    const r = await O.bash(sid, `${probe}; echo x > f${i}.txt`);
+    assertEq([r.warm, r.exit_code, r.stdout_tail], [true, 0, 'overlay-ok\na\n'], `warm call ${i}: overlay and files visible`);
+  }
+  const st = await O.tool('get_session_state', { session_id: sid, description: 'state' });
+  assertEq(st.workspace_file_count, 4, 'checkpoint: a.txt and f0..f2 only, no mount point');
+  const ls = await O.bash(sid, 'ls -a node_modules/..; ls node_modules');
+  assertEq(ls.stdout_tail, '.\n..\na.txt\nf0.txt\nf1.txt\nf2.txt\nnode_modules\npkg\n', 'the mount point shows inside only');
+  assert(!existsSync(join(O.dir, 'xdg', 'drun', `ws-${sid}`, 'node_modules', 'pkg')), 'overlay contents never land in the host workspace');
+  // The head gains a real node_modules/ then loses it: the sync before the next call
+  // removes the mount point directory under the waiting sandbox, which detaches the
+  // overlay there; the call must notice and still see the overlay.
+  await O.tool('session_write_files', { entries: [{ path: 'node_modules/own.txt', content: 'own\n' }], description: 'w', session_id: sid });
+  const r2 = await O.bash(sid, 'cat node_modules/pkg/index.js; ls node_modules');
+  assertEq([r2.exit_code, r2.stdout_tail], [0, 'overlay-ok\npkg\n'], 'tracked file under the overlay is hidden by it');
+  await O.tool('session_delete_files', { paths: ['node_modules/own.txt'], description: 'd', session_id: sid });
+  await overlayReady(O, '/workspace/node_modules');
+  const r3 = await O.bash(sid, probe);
+  assertEq([r3.warm, r3.exit_code, r3.stdout_tail], [false, 0, 'overlay-ok\na\n'], 'the sync removed the mount point (overlay detached in the waiting sandbox): cold, overlay visible');
+  O.srv.endInput();
+  await O.srv.exit();
 });
 
 await R.run('a waiting sandbox runs nothing of the user: only bwrap, one per session', async () => {
@@ -115,9 +218,50 @@ await R.run('a waiting sandbox runs nothing of the user: only bwrap, one per ses
 });
 
 await R.run('the command cannot read its own pipe, and sees only its own text', async () => {
-  const r = await A.bash(sA, 'ls /proc/self/fd | sort -n | tr "\\n" " "; cat <&5 2>/dev/null && echo READ5; echo "$__drun_script" | wc -c');
+  const probe = 'ls /proc/self/fd | sort -n | tr "\\n" " "; cat <&5 2>/dev/null && echo READ5; echo "$__drun_s$__drun_h$__drun_n$__drun_l" | wc -c';
+  const r = await A.bash(sA, probe);
   assertEq(r.warm, true, 'warm');
-  assertEq(r.stdout_tail, '0 1 2 3 1\n', 'fds, fd 5 closed, helper variable unset');
+  assertEq(r.stdout_tail, '0 1 2 3 1\n', 'fds, fd 5 closed, helper variables unset (short script)');
+  const rl = await A.bash(sA, `: ${'x'.repeat(3000)}\n${probe}`);
+  assertEq([rl.warm, rl.stdout_tail], [true, '0 1 2 3 1\n'], 'the same for a long script (cat)');
+});
+
+await R.run('a config change between create_session and the first call goes cold', async () => {
+  const sid = (await A.toolSync('create_session', {})).session_id;
+  writeConfig(A.cfg, `${BASE}sandbox_max_processes = 66\n`);
+  const r = await A.bash(sid, 'ulimit -p 2>/dev/null || ulimit -u');
+  assertEq([r.warm, r.stdout_tail], [false, '66\n'], 'first call: cold, the new policy');
+  const r2 = await A.bash(sid, 'ulimit -p 2>/dev/null || ulimit -u');
+  assertEq([r2.warm, r2.stdout_tail], [true, '66\n'], 'second call: warm, the new policy');
+  writeConfig(A.cfg, BASE);
+  await A.tool('session_close', { session_id: sid });
+  await A.bash(sA, 'true'); // sA's sandbox was prepared under an older policy object
+  assertEq((await A.bash(sA, 'true')).warm, true, 'warm again under the restored config');
+});
+
+await R.run('session_switch (attach) prepares the sandbox: the first call is warm', async () => {
+  const E = await start('e1');
+  const sid = (await E.tool('create_session', {})).session_id;
+  await E.bash(sid, 'echo kept > kept.txt');
+  E.srv.endInput();
+  await E.srv.exit();
+  const F = await start('e2', {}, join(E.dir, 'w.db'));
+  assertEq(waiting(F.pid).outer.length, 0, 'nothing prepared before the attach');
+  await F.toolSync('session_switch', { session_id: sid });
+  assertEq(waiting(F.pid).outer.length, 1, 'one waiting sandbox after session_switch');
+  const r = await F.bash(sid, 'cat kept.txt');
+  assertEq([r.warm, r.stdout_tail], [true, 'kept\n'], 'first call after the attach');
+  F.srv.endInput();
+  await F.srv.exit();
+  // Attached implicitly by another tool's session_id: prepared after that call answers.
+  const G = await start('e3', {}, join(E.dir, 'w.db'));
+  const st = await G.toolSync('get_session_state', { session_id: sid, description: 'attach' });
+  assertEq(st.session_id, sid, 'get_session_state attached the session');
+  assertEq(waiting(G.pid).outer.length, 1, 'one waiting sandbox after an implicit attach');
+  const r2 = await G.bash(sid, 'cat kept.txt');
+  assertEq([r2.warm, r2.stdout_tail], [true, 'kept\n'], 'first call after the implicit attach');
+  G.srv.endInput();
+  await G.srv.exit();
 });
 
 await R.run('a config change between two calls discards the prepared sandbox', async () => {
