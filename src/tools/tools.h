@@ -117,5 +117,7 @@ extern const struct tool_def tools_bash_defs[]; /* tools_bash.c */
 extern const size_t tools_bash_count;
 extern const struct tool_def tools_fetch_defs[]; /* tools_fetch.c */
 extern const size_t tools_fetch_count;
+extern const struct tool_def tools_snapshot_defs[]; /* tools_snapshot.c */
+extern const size_t tools_snapshot_count;
 
 #endif

@@ -159,6 +159,9 @@ tools_registry_init(struct err *err)
     if (tools_register(tools_fetch_defs, tools_fetch_count, err) < 0) {
         return -1;
     }
+    if (tools_register(tools_snapshot_defs, tools_snapshot_count, err) < 0) {
+        return -1;
+    }
     if (tools_testing_register != NULL) {
         if (tools_testing_register(err) < 0) {
             return -1;

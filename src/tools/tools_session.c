@@ -10,6 +10,7 @@
  */
 #include "tools/tools_bash.h"
 #include "tools/tools_sess.h"
+#include "tools/tools_snapshot.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -193,22 +194,41 @@ do_session_close(struct tool_call *call)
     struct session *s;
     struct tools_env *env = tool_call_env(call);
     struct session_err e;
-    char id[STORE_SESSION_ID_LEN + 1], text[64];
+    char id[STORE_SESSION_ID_LEN + 1], text[256], snap[STORE_SNAPSHOT_NAME_MAX + 1] = "";
+    int want = tsnap_close_wanted(call); /* snapshot_on_close; -1: the call has ended */
 
+    if (want < 0) {
+        return;
+    }
     s = tsess_open(call, 0);
     if (s == NULL) {
         return;
     }
     snprintf(id, sizeof(id), "%s", session_id(s));
+    /* Snapshot first and close only if it worked (the reference closes first and loses
+     * the session when the snapshot fails). A busy session fails the close below. */
+    if (want && !session_busy(s) && tsnap_close_snapshot(s, snap, sizeof(snap), &e) < 0) {
+        tsess_fail(call, &e);
+        return;
+    }
     if (session_close(session_owner(s), s, &e) < 0) {
+        if (snap[0] != '\0') {
+            struct err derr;
+            store_snapshot_delete(env->store, snap, &derr); /* the close did not happen */
+        }
         tsess_fail(call, &e);
         return;
     }
     if (strcmp(env->session_id, id) == 0) {
         env->session_id[0] = '\0';
     }
-    tool_call_set_summary(call, "closed %s", id);
-    snprintf(text, sizeof(text), "closed %s", id);
+    if (snap[0] != '\0') {
+        tool_call_set_summary(call, "closed %s, snapshot '%s'", id, snap);
+        snprintf(text, sizeof(text), "closed %s; snapshot '%s'", id, snap);
+    } else {
+        tool_call_set_summary(call, "closed %s", id);
+        snprintf(text, sizeof(text), "closed %s", id);
+    }
     tool_call_done_text(call, text);
 }
 

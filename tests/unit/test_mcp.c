@@ -97,9 +97,10 @@ TEST(registry_order_and_duplicates)
     CHECK(tools_count() >= 2);
     {
         /* The fixed order (reference section 1.3), whichever families are registered. */
-        static const char *const order[] = {"session_mount",           "session_export",
-                                            "delete_from_host",        "get_config",
-                                            "get_system_instructions", "session_get_env"};
+        static const char *const order[] = {
+            "session_mount",    "session_export",          "delete_from_host",
+            "get_config",       "get_system_instructions", "list_snapshots",
+            "session_snapshot", "session_restore",         "session_get_env"};
         size_t last = 0;
         for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
             size_t at = tools_count();
