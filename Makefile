@@ -1,5 +1,5 @@
 # drun's build. `make` builds build/; `make test` runs every test; `make check` adds
-# an ASan+UBSan build of the unit tests and the lint step.
+# every suite again under ASan+UBSan (`make asan`) and the lint step.
 #
 # Sources are found by folder, so a new module needs no Makefile change:
 #   src/<layer>/*.c, *.cpp   -> build/libdrun.a
@@ -113,11 +113,28 @@ test: all
 unit: all
 	sh tests/run.sh $(BUILD) unit
 
-# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, then lint.
-check: test
-	$(MAKE) BUILD=build/asan OPT="-O1 -g -fno-omit-frame-pointer" \
+# `make asan`: build/asan/ under AddressSanitizer + UndefinedBehaviorSanitizer, then every
+# suite (unit, shell, client, security) against its binaries. Reports go to files in
+# build/asan/sanitizer-logs/ (world-writable: the security suite runs a pass as nobody),
+# so one from a process whose exit status no test looks at still fails the target.
+# TEST_TIMEOUT: the allocation-failure sweep runs ~80 s under ASan, past the 60 s default.
+ASAN_DIR  := build/asan
+ASAN_LOGS := $(CURDIR)/$(ASAN_DIR)/sanitizer-logs
+asan:
+	$(MAKE) BUILD=$(ASAN_DIR) OPT="-O1 -g -fno-omit-frame-pointer" \
 	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" all
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 sh tests/run.sh build/asan unit
+	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS) && chmod 1777 $(ASAN_LOGS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$(ASAN_LOGS)/asan \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_LOGS)/ubsan \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
+	TEST_TIMEOUT=300 sh tests/run.sh $(ASAN_DIR) $(or $(SUITE),all); rc=$$?; \
+	if [ -n "$$(ls $(ASAN_LOGS))" ]; then \
+	    cat $(ASAN_LOGS)/*; echo "sanitizer reports: see $(ASAN_LOGS)"; exit 1; \
+	fi; exit $$rc
+
+# Every test, then all of them again under the sanitizers (make asan), then lint.
+check: test
+	$(MAKE) asan
 	$(MAKE) lint
 
 lint:
