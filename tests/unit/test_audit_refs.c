@@ -10,47 +10,10 @@
 
 #include "store/store.h"
 #include "test.h"
+#include "test_db.h"
 #include "tools/tool.h"
 #include "util/mem.h"
 #include "workspace/workspace.h"
-
-static struct store *
-open_at(const char *path)
-{
-    struct store *st = NULL;
-    struct err err;
-
-    CHECK_OK(store_open(path, NULL, &st, &err), &err);
-    return st;
-}
-
-static int64_t
-raw_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int64_t v = -1;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        v = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
-}
-
-static void
-raw_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK_MSG(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql,
-              sqlite3_errmsg(db));
-    sqlite3_close(db);
-}
 
 /* A string of n bytes of c (caller frees). */
 static char *
@@ -125,7 +88,7 @@ verify_ok(struct store *st)
 TEST(reference_at_and_past_the_threshold)
 {
     const char *path = test_path("a.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     char *at = filled(STORE_AUDIT_INLINE_MAX, 'x');
     char *past = filled(STORE_AUDIT_INLINE_MAX + 1, 'y');
     cJSON *args = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(args, "files");
@@ -160,8 +123,8 @@ TEST(reference_at_and_past_the_threshold)
     mem_free(got);
     verify_ok(st);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM audit_refs WHERE audit_id = 1"), 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM audit_refs WHERE audit_id = 1"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 1);
     cJSON_free(want);
     cJSON_free(stored);
     cJSON_Delete(args);
@@ -172,7 +135,7 @@ TEST(reference_at_and_past_the_threshold)
 TEST(small_values_are_references_only_when_already_stored)
 {
     const char *path = test_path("s.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     char *at = filled(STORE_AUDIT_REF_MIN, 'a'), *past = filled(STORE_AUDIT_REF_MIN + 1, 'b');
     char *file = filled(700, 'f'), *want, *got;
     cJSON *args = cJSON_CreateObject();
@@ -204,9 +167,9 @@ TEST(small_values_are_references_only_when_already_stored)
     mem_free(got);
     verify_ok(st);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM audit_refs"), 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT audit_id FROM audit_refs"), id2);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM audit_refs"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT audit_id FROM audit_refs"), id2);
     cJSON_free(want);
     cJSON_Delete(args);
     mem_free(at);
@@ -217,7 +180,7 @@ TEST(small_values_are_references_only_when_already_stored)
 TEST(agent_blob_keys_round_trip_exactly)
 {
     const char *path = test_path("k.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     const char *fake = "{\"$blob\":\"0000000000000000000000000000000000000000000000000000000000"
                        "000000\",\"bytes\":5}";
     cJSON *args = cJSON_Parse(fake), *inner = cJSON_CreateObject();
@@ -254,7 +217,7 @@ TEST(agent_blob_keys_round_trip_exactly)
 TEST(escapes_and_invalid_utf8_round_trip)
 {
     const char *path = test_path("u.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     char s[4096];
     size_t n = 0;
     cJSON *args = cJSON_CreateObject();
@@ -288,7 +251,7 @@ TEST(escapes_and_invalid_utf8_round_trip)
 TEST(many_parts_same_content_one_blob)
 {
     const char *path = test_path("m.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     char *big = filled(20000, 'q'), *want, *got;
     cJSON *args = cJSON_CreateArray();
     size_t nparts = 0;
@@ -304,9 +267,9 @@ TEST(many_parts_same_content_one_blob)
     CHECK_EQ_STR(got, want);
     mem_free(got);
     store_close(st);
-    blobs = raw_int(path, "SELECT count(*) FROM blobs");
+    blobs = tdb_int(path, "SELECT count(*) FROM blobs");
     CHECK_EQ_INT(blobs, 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM audit_refs"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM audit_refs"), 1);
     cJSON_free(want);
     cJSON_Delete(args);
     mem_free(big);
@@ -315,7 +278,7 @@ TEST(many_parts_same_content_one_blob)
 TEST(bad_part_hash_is_refused_and_nothing_stored)
 {
     const char *path = test_path("h.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     struct store_audit row = {0};
     struct store_audit_part part = {"hello", 5, {0}};
     struct err err;
@@ -348,14 +311,14 @@ TEST(bad_part_hash_is_refused_and_nothing_stored)
         mem_free(big);
     }
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM audit"), 0);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM audit"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 0);
 }
 
 TEST(gc_keeps_audit_referenced_blobs)
 {
     const char *path = test_path("g.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     struct store_session_new req = {0};
     struct store_session sess;
     struct store_gc_opts opts = {0, -1, 0};
@@ -387,7 +350,7 @@ TEST(gc_keeps_audit_referenced_blobs)
     want = cJSON_PrintUnformatted(args);
     id = append_args(st, args, sess.id, NULL, &nparts);
     CHECK_EQ_INT(nparts, 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 3); /* no second copy */
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 3); /* no second copy */
 
     CHECK_OK(store_session_close(st, sess.id, &err), &err);
     CHECK_OK(store_gc(st, &opts, ws_manifest_refs, NULL, &res, &err), &err);
@@ -411,7 +374,7 @@ TEST(gc_keeps_audit_referenced_blobs)
 static void
 row_with_blob(const char *path, char hex[HASH_HEX_LEN + 1])
 {
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     char *big = filled(4000, 'b');
     cJSON *args = cJSON_CreateObject();
     uint8_t h[HASH_LEN];
@@ -434,7 +397,7 @@ row_with_blob(const char *path, char hex[HASH_HEX_LEN + 1])
 static void
 verify_names_row_2(const char *path, const char *why)
 {
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     int ok = 1;
     int64_t bad = 0, rows = 0;
     struct err err;
@@ -454,7 +417,7 @@ TEST(verify_catches_a_deleted_blob)
 
     row_with_blob(path, hex);
     snprintf(sql, sizeof(sql), "DELETE FROM blobs WHERE hash = x'%s'", hex);
-    raw_exec(path, sql);
+    tdb_exec(path, sql);
     verify_names_row_2(path, hex);
 }
 
@@ -469,7 +432,7 @@ TEST(verify_catches_a_tampered_blob)
              "UPDATE blobs SET codec = 0, data = CAST(zeroblob(size) AS BLOB) WHERE hash = "
              "x'%s'",
              hex);
-    raw_exec(path, sql);
+    tdb_exec(path, sql);
     verify_names_row_2(path, hex);
 }
 
@@ -479,14 +442,14 @@ TEST(verify_catches_a_missing_ref_row)
     char hex[HASH_HEX_LEN + 1];
 
     row_with_blob(path, hex);
-    raw_exec(path, "DELETE FROM audit_refs");
+    tdb_exec(path, "DELETE FROM audit_refs");
     verify_names_row_2(path, "audit_refs");
 }
 
 TEST(args_read_handles_compressed_and_plain_columns)
 {
     const char *path = test_path("c.db");
-    struct store *st = open_at(path);
+    struct store *st = tdb_open(path, NULL);
     cJSON *args = cJSON_CreateObject();
     char key[16], *want;
     size_t nparts = 0;
@@ -504,7 +467,7 @@ TEST(args_read_handles_compressed_and_plain_columns)
     want = cJSON_PrintUnformatted(args);
     append_args(st, args, NULL, NULL, &nparts);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT args_codec FROM audit WHERE id = 1"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT args_codec FROM audit WHERE id = 1"), 1);
     CHECK(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK(sqlite3_prepare_v2(db, "SELECT args FROM audit WHERE id = 1", -1, &s, NULL) == SQLITE_OK);
     CHECK(sqlite3_step(s) == SQLITE_ROW);

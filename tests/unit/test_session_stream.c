@@ -5,6 +5,7 @@
  * the workspace directory; a failed commit or an abort stores nothing.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -63,20 +64,6 @@ blob_rows(void)
     sqlite3_finalize(s);
     sqlite3_close(db);
     return v;
-}
-
-static int
-count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-
-    CHECK(d != NULL);
-    while (readdir(d) != NULL) {
-        n++;
-    }
-    closedir(d);
-    return n;
 }
 
 static void
@@ -188,7 +175,7 @@ TEST(failed_commit_and_abort_store_nothing)
     fill(data, len, 5);
     CHECK(session_create(m, "t", &s, &e) == 0);
     rows = blob_rows();
-    fds = count_fds();
+    fds = tdb_count_fds();
 
     /* past the workspace size limit: the commit fails, the writer's row never appears */
     CHECK(session_enter(s, SESSION_WRITE, &e) == 0);
@@ -198,7 +185,7 @@ TEST(failed_commit_and_abort_store_nothing)
     CHECK_EQ_INT(e.kind, SESSION_E_SIZE);
     session_leave(s, SESSION_WRITE);
     CHECK_EQ_INT(blob_rows(), rows);
-    CHECK_EQ_INT(count_fds(), fds);
+    CHECK_EQ_INT(tdb_count_fds(), fds);
 
     /* an abort drops the writer: no row, no file */
     CHECK(session_enter(s, SESSION_WRITE, &e) == 0);
@@ -209,7 +196,7 @@ TEST(failed_commit_and_abort_store_nothing)
     session_edit_abort(ed);
     session_leave(s, SESSION_WRITE);
     CHECK_EQ_INT(blob_rows(), rows);
-    CHECK_EQ_INT(count_fds(), fds);
+    CHECK_EQ_INT(tdb_count_fds(), fds);
 
     /* put_blob checks the blob is stored with that size */
     CHECK(session_enter(s, SESSION_WRITE, &e) == 0);

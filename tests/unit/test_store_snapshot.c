@@ -6,6 +6,7 @@
  * outputs, steps, a chat log, an overlay and a rolled-back (discarded) checkpoint.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <sqlite3.h>
 
@@ -385,18 +386,6 @@ TEST(snapshot_export_import_identical)
     store_close(dst);
 }
 
-/* Runs one SQL statement on a file with a plain connection (to damage it). */
-static void
-raw_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK_MSG(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql,
-              sqlite3_errmsg(db));
-    sqlite3_close(db);
-}
-
 static void
 copy_file(const char *from, const char *to)
 {
@@ -459,7 +448,7 @@ TEST(snapshot_import_refuses_damage_and_keeps_nothing)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(bad, sizeof(bad), "%s/bad%zu.db", test_tmpdir(), i);
         copy_file(good, bad);
-        raw_exec(bad, cases[i].sql);
+        tdb_exec(bad, cases[i].sql);
         CHECK_MSG(store_snapshot_import(dst, bad, NULL, ws_manifest_refs, NULL, NULL, &err) < 0,
                   "case %zu was imported", i);
         CHECK_MSG(err.code == cases[i].code, "case %zu: code %d: %s", i, err.code, err.msg);

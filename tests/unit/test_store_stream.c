@@ -4,6 +4,7 @@
  * a full disk mid-stream.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,33 +20,6 @@
 #include "util/mem.h"
 
 #define C STORE_BLOB_CHUNK
-
-static struct store *
-open_at(const char *path, const struct store_opts *opts)
-{
-    struct store *st = NULL;
-    struct err err;
-
-    CHECK_OK(store_open(path, opts, &st, &err), &err);
-    return st;
-}
-
-static int64_t
-raw_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int64_t v = -1;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        v = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
-}
 
 /* Half pseudo-random bytes, half text-like lines: both zstd paths get exercised. */
 static void
@@ -63,34 +37,6 @@ fill_mixed(uint8_t *p, size_t n, uint32_t seed)
             p[i] = (uint8_t)("lorem ipsum dolor sit amet\n"[(i * 7 + seed) % 27]);
         }
     }
-}
-
-static int
-count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-
-    CHECK(d != NULL);
-    while (readdir(d) != NULL) {
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-static int
-count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    int n = 0;
-
-    CHECK(d != NULL);
-    while (readdir(d) != NULL) {
-        n++;
-    }
-    closedir(d);
-    return n;
 }
 
 /* Streams data in pieces of `piece` bytes; returns the finished hash. */
@@ -114,7 +60,7 @@ stream(struct store *st, const uint8_t *data, size_t len, size_t piece, uint8_t 
 TEST(round_trip_at_chunk_edges)
 {
     const char *path = test_path("s.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     const size_t sizes[] = {0,     1,     STORE_BLOB_HEAD - 1, STORE_BLOB_HEAD, STORE_BLOB_HEAD + 1,
                             C - 1, C + 1, 5 * C + 12345};
     const size_t pieces[] = {16384, 1000003};
@@ -148,9 +94,9 @@ TEST(round_trip_at_chunk_edges)
     }
     store_close(st);
     /* a big one is one zstd row; the DB passes its own checks */
-    CHECK(raw_int(path, "SELECT count(*) FROM blobs WHERE size > 1048576 AND codec = 1") == 4);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs WHERE size > 1048576 AND codec = 1") == 4);
     {
-        struct store *s2 = open_at(path, NULL);
+        struct store *s2 = tdb_open(path, NULL);
         int ok = 0;
         CHECK_OK(store_check(s2, &ok, &err), &err);
         CHECK_MSG(ok, "integrity: %s", err.msg);
@@ -190,7 +136,7 @@ TEST(write_fd_streams_every_codec)
     int rc;
 
     snprintf(path, sizeof(path), "%s", test_path("r.db")); /* test_path reuses its buffer */
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK(data != NULL);
     fill_mixed(data, big, 21);
     stream(st, data, big, 300000, hs);                               /* codec 1, streamed */
@@ -219,7 +165,7 @@ TEST(write_fd_streams_every_codec)
     CHECK(len == 0);
     mem_free(got);
     store_close(st);
-    CHECK(raw_int(path, "SELECT count(DISTINCT codec) FROM blobs") >= 2);
+    CHECK(tdb_int(path, "SELECT count(DISTINCT codec) FROM blobs") >= 2);
 
     /* a damaged byte in the middle of the streamed frame: ERR_CORRUPT, never silence */
     {
@@ -234,7 +180,7 @@ TEST(write_fd_streams_every_codec)
         CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
     }
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     got = read_via_fd(st, hs, &len, &err, &rc);
     CHECK(rc < 0);
     CHECK_MSG(err.code == ERR_CORRUPT && strstr(err.msg, "restore the database"), "%s", err.msg);
@@ -251,7 +197,7 @@ TEST(write_fd_streams_every_codec)
 TEST(stream_after_put_and_twice_dedupes)
 {
     const char *path = test_path("d.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     size_t len = 3 * C + 7;
     uint8_t *data = mem_alloc(len);
     uint8_t h1[HASH_LEN], h2[HASH_LEN], h3[HASH_LEN];
@@ -264,14 +210,14 @@ TEST(stream_after_put_and_twice_dedupes)
     CHECK_OK(store_blob_put(st, data, len, h3, &err), &err);
     CHECK(memcmp(h1, h2, HASH_LEN) == 0 && memcmp(h1, h3, HASH_LEN) == 0);
     store_close(st);
-    CHECK(raw_int(path, "SELECT count(*) FROM blobs") == 1);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs") == 1);
     mem_free(data);
 }
 
 TEST(abort_leaves_no_row_and_no_file)
 {
     const char *path = test_path("a.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_blob_writer *w = NULL;
     size_t len = 4 * C;
     uint8_t *data = mem_alloc(len);
@@ -280,18 +226,18 @@ TEST(abort_leaves_no_row_and_no_file)
 
     CHECK(data != NULL);
     fill_mixed(data, len, 3);
-    fds = count_fds();
-    files = count_dir(test_tmpdir());
+    fds = tdb_count_fds();
+    files = tdb_count_dir(test_tmpdir());
     CHECK_OK(store_blob_writer_open(st, &w, &err), &err);
     CHECK_OK(store_blob_writer_write(w, data, len, &err), &err);
-    CHECK(count_fds() == fds + 1);            /* the temporary file is open ... */
-    CHECK(count_dir(test_tmpdir()) == files); /* ... and has no name */
+    CHECK(tdb_count_fds() == fds + 1);            /* the temporary file is open ... */
+    CHECK(tdb_count_dir(test_tmpdir()) == files); /* ... and has no name */
     store_blob_writer_abort(w);
     store_blob_writer_abort(NULL);
-    CHECK(count_fds() == fds);
-    CHECK(count_dir(test_tmpdir()) == files);
+    CHECK(tdb_count_fds() == fds);
+    CHECK(tdb_count_dir(test_tmpdir()) == files);
     store_close(st);
-    CHECK(raw_int(path, "SELECT count(*) FROM blobs") == 0);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs") == 0);
     mem_free(data);
 }
 
@@ -309,7 +255,7 @@ TEST(blob_cap_is_enforced_while_streaming)
     CHECK(data != NULL);
     memset(&opts, 0, sizeof(opts));
     opts.blob_max = cap;
-    st = open_at(path, &opts);
+    st = tdb_open(path, &opts);
     fill_mixed(data, cap + 1, 5);
     /* exactly at the cap: stored */
     stream(st, data, cap, 100000, h);
@@ -322,7 +268,7 @@ TEST(blob_cap_is_enforced_while_streaming)
     CHECK(store_blob_writer_write(w, data, 1, &err) < 0);
     CHECK(store_blob_writer_finish(w, h, NULL, &err) < 0);
     store_close(st);
-    CHECK(raw_int(path, "SELECT count(*) FROM blobs") == 1);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs") == 1);
     mem_free(data);
 }
 
@@ -335,7 +281,7 @@ TEST(disk_full_mid_stream_is_a_clear_error)
     ssize_t n;
     int status;
 
-    store_close(open_at(path, NULL));
+    store_close(tdb_open(path, NULL));
     CHECK(pipe(fds) == 0);
     child = fork();
     if (child == 0) {
@@ -384,9 +330,9 @@ TEST(disk_full_mid_stream_is_a_clear_error)
     fprintf(stderr, "    disk full: %s\n", msg);
     CHECK_MSG(strncmp(msg, "write 9 ", 8) == 0, "%s", msg);
     CHECK_MSG(strstr(msg, "free disk space") && strstr(msg, "File too large"), "%s", msg);
-    CHECK(raw_int(path, "SELECT count(*) FROM blobs") == 0);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs") == 0);
     {
-        struct store *st = open_at(path, NULL);
+        struct store *st = tdb_open(path, NULL);
         struct err err;
         int ok = 0;
         CHECK_OK(store_check(st, &ok, &err), &err);
@@ -411,7 +357,7 @@ TEST(many_chunks_round_trip_with_a_small_window)
     int rc;
 
     snprintf(path, sizeof(path), "%s", test_path("w.db"));
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK(data != NULL);
     fill_mixed(data, 3 * C, 5);
     for (size_t off = 3 * C; off < big; off += 3 * C) { /* repeats 3 MiB apart */

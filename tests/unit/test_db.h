@@ -1,0 +1,81 @@
+/*
+ * test_db.h - small helpers the store-facing unit tests share: open a store, and poke
+ * at its file through a separate plain SQLite connection (an outside reader or editor),
+ * and count this process's open descriptors or a directory's entries (leak checks).
+ *
+ * Header-only (static inline) so each test binary keeps its single-file build.
+ */
+#ifndef DRUN_TEST_DB_H
+#define DRUN_TEST_DB_H
+
+#include <dirent.h>
+#include <sqlite3.h>
+
+#include "store/store.h"
+#include "test.h"
+
+/* Opens the store at path (opts may be NULL); fails the test if it cannot. */
+static inline struct store *
+tdb_open(const char *path, const struct store_opts *opts)
+{
+    struct store *st = NULL;
+    struct err err;
+
+    CHECK_OK(store_open(path, opts, &st, &err), &err);
+    return st;
+}
+
+/* Runs SQL on the file through a separate plain connection; fails the test on error. */
+static inline void
+tdb_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK_MSG(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql,
+              sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+/* The first column of the first row of sql, through a plain connection; -1 if no row. */
+static inline int64_t
+tdb_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int64_t v = -1;
+
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK_MSG(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
+              sqlite3_errmsg(db));
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        v = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return v;
+}
+
+/* Entries in a directory, "." and ".." included. */
+static inline int
+tdb_count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+
+    CHECK(d != NULL);
+    while (readdir(d) != NULL) {
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* This process's open descriptors (plus the one reading /proc/self/fd). */
+static inline int
+tdb_count_fds(void)
+{
+    return tdb_count_dir("/proc/self/fd");
+}
+
+#endif
