@@ -11,6 +11,7 @@
 #include "session/session_exec.h"
 #include "session/session_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +67,60 @@ blobs_write_fd(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd, s
     return store_blob_write_fd_size(ctx, hash, size, fd, err);
 }
 
+/*
+ * Stores a big workspace file in pieces (ws_dir's put_fd, used by the rescan): read
+ * STORE_BLOB_CHUNK at a time into a streaming writer, so the daemon holds about the
+ * writer's 1.3 MiB plus one chunk whatever the file's size. The writer hashes exactly
+ * the bytes it stores, and that hash is the one returned: a file the command is still
+ * writing cannot get a hash that does not match its stored bytes. Reading more than
+ * `max` stops before those bytes reach the writer (*size then says how far it got).
+ */
+static int
+blobs_put_fd(void *ctx, int fd, uint64_t max, uint8_t hash[HASH_LEN], uint64_t *size,
+             struct err *err)
+{
+    struct store_blob_writer *w = NULL;
+    char *chunk = NULL;
+    int rc = -1;
+
+    *size = 0;
+    chunk = mem_alloc(STORE_BLOB_CHUNK);
+    if (chunk == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory storing a file");
+    }
+    if (store_blob_writer_open(ctx, &w, err) < 0) {
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(fd, chunk, STORE_BLOB_CHUNK);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            err_set(err, ERR_IO, "cannot read the file: %s", strerror(errno));
+            goto out;
+        }
+        if (n == 0) {
+            break;
+        }
+        *size += (uint64_t)n;
+        if (*size > max) {
+            err_set(err, ERR_TOOBIG, "file is larger than %llu bytes", (unsigned long long)max);
+            goto out;
+        }
+        if (store_blob_writer_write(w, chunk, (size_t)n, err) < 0) {
+            goto out;
+        }
+    }
+    rc = store_blob_writer_finish(w, hash, NULL, err);
+    w = NULL; /* finish frees it in every case */
+out:
+    store_blob_writer_abort(w);
+    mem_free(chunk);
+    return rc;
+}
+
 int
 session_mgr_new(struct store *st, const char *runtime_dir, struct session_mgr **out,
                 struct err *err)
@@ -87,6 +142,7 @@ session_mgr_new(struct store *st, const char *runtime_dir, struct session_mgr **
     m->blobs.get = blobs_get;
     m->blobs.put = blobs_put;
     m->blobs.write_fd = blobs_write_fd;
+    m->blobs.put_fd = blobs_put_fd;
     *out = m;
     return 0;
 }

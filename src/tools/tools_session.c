@@ -92,6 +92,7 @@ do_session_switch(struct tool_call *call)
 static void
 do_session_fork(struct tool_call *call)
 {
+    struct tools_env *env = tool_call_env(call); /* outlives the call */
     struct session *src, *s = NULL;
     struct session_err e;
     struct session_delta d = {0, 0, 0, 0};
@@ -112,6 +113,7 @@ do_session_fork(struct tool_call *call)
     set_active(call, session_id(s));
     tool_call_set_session(call, session_id(s));
     done_state(call, s, &d);
+    tools_bash_prewarm(env, s, NULL); /* the answer is out: prepare the fork's first sandbox */
 }
 
 static cJSON *

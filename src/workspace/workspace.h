@@ -146,6 +146,15 @@ int ws_manifest_diff(const struct ws_manifest *from, const struct ws_manifest *t
  * (the blob must hold exactly `size` bytes, which it checks before writing anything,
  * and match its hash). On failure some bytes may be in fd already: the sync removes the
  * file, so either path leaves the same thing behind (nothing at the name).
+ *
+ * put_fd is optional too (NULL: put is used for everything). When set, a rescan stores
+ * a regular file of WS_STREAM_MIN bytes or more (by its stat) through it instead of
+ * reading it into memory: it reads fd from its current offset to end of file in pieces
+ * and stores what it read, filling hash with the SHA-256 of exactly the bytes stored and
+ * *size with their count (the file may have changed since it was stat'ed; the stored
+ * bytes are what count). More than `max` bytes: ERR_TOOBIG, nothing stored. Other
+ * failures as put (the store's blob cap: ERR_TOOBIG; a read error: ERR_IO), with
+ * nothing stored.
  * Initialize with designated initializers: fields may be added.
  */
 struct ws_blobs {
@@ -154,9 +163,12 @@ struct ws_blobs {
     int (*put)(void *ctx, const void *data, size_t len, uint8_t hash[HASH_LEN], struct err *err);
     int (*write_fd)(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd,
                     struct err *err);
+    int (*put_fd)(void *ctx, int fd, uint64_t max, uint8_t hash[HASH_LEN], uint64_t *size,
+                  struct err *err);
 };
 
-/* Files this big or bigger go through ws_blobs.write_fd when it is set. */
+/* Files this big or bigger go through ws_blobs.write_fd (sync) and ws_blobs.put_fd
+ * (rescan) when they are set. */
 #define WS_STREAM_MIN ((uint64_t)1 << 20)
 
 /* ---- the workspace directory ------------------------------------------------------ */
@@ -229,7 +241,9 @@ void ws_scan_report_release(struct ws_scan_report *r);
 /*
  * Walks the directory (never following symlinks) into a new manifest, re-reading
  * only entries whose (type, mode, size, mtime, ctime, inode, device) differ from the
- * stat cache or whose times fall within the racy window of the last sync/scan.
+ * stat cache or whose times fall within the racy window of the last sync/scan. A file
+ * re-read is stored through blobs->put, or from WS_STREAM_MIN bytes through
+ * blobs->put_fd when it is set (streamed: never whole in memory).
  * FIFOs, sockets, devices and entries whose names are not valid keys are skipped and
  * listed in report (may be NULL). Passing a limit stops the scan with ERR_TOOBIG
  * naming it. On success ws_dir_manifest(d) is the new manifest; on failure the

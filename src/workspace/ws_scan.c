@@ -6,7 +6,9 @@
  * never follows a symlink: links are recorded as links with their target, whatever
  * they point at. Only entries whose stat differs from the cache are read; a read file
  * is streamed into a buffer bounded by what is left of the byte limit, so a huge file
- * is refused before it is held in memory.
+ * is refused before it is held in memory. A file of WS_STREAM_MIN bytes or more goes
+ * through blobs->put_fd instead when the caller gives one: the store reads it in pieces,
+ * so the daemon never holds it whole, and the same bound is passed down.
  *
  * Entries are collected unsorted with their stat, sorted once at the end, and become
  * the directory's manifest and stat cache only if the whole scan succeeded.
@@ -172,6 +174,62 @@ cached(struct scan *s, int type, const struct stat *st)
     return &d->man->v[i];
 }
 
+/* The bytes a file read now may hold: one file's cap, or what is left of max_bytes. */
+static uint64_t
+file_room(const struct scan *s)
+{
+    uint64_t room = WS_FILE_MAX;
+
+    if (s->lim != NULL && s->lim->max_bytes != 0 && s->lim->max_bytes - s->bytes < room) {
+        room = s->lim->max_bytes - s->bytes;
+    }
+    return room;
+}
+
+/* Maps "read more than `room` bytes" to the error the buffered path gives. */
+static int
+too_big(struct scan *s, uint64_t room, const char *q, struct err *err)
+{
+    if (add_bytes(s, room + 1, q, err) == 0) {
+        err_set(err, ERR_TOOBIG, "file '%s' is larger than %zu bytes, the most one file may hold",
+                q, (size_t)WS_FILE_MAX);
+    }
+    return -1;
+}
+
+/*
+ * Stores a big regular file (open as fd, stat'ed as st; closes fd) through
+ * blobs->put_fd, which reads it in pieces. The file may still be changing: the size
+ * and hash recorded are those of the bytes put_fd stored (it hashes what it stores),
+ * never the stat's, so the manifest always names exactly the stored blob. The cache
+ * keeps the stat taken before the read, so a file changed during it is read again by
+ * the next rescan.
+ */
+static int
+scan_file_stream(struct scan *s, int fd, const struct stat *st, const char *q, struct err *err)
+{
+    uint64_t room = file_room(s), size = 0;
+    uint8_t hash[HASH_LEN];
+    int rc;
+
+    rc = s->blobs->put_fd(s->blobs->ctx, fd, room, hash, &size, err);
+    close(fd);
+    if (rc != 0) {
+        if (err->code == ERR_TOOBIG && size > room) {
+            return too_big(s, room, q, err);
+        }
+        return err_wrap(err, "cannot store '%s'", q);
+    }
+    if (add_bytes(s, size, q, err) != 0) {
+        return -1;
+    }
+    s->d->stats.files_read++;
+    if (s->report != NULL) {
+        s->report->files_read++;
+    }
+    return add_item(s, (st->st_mode & 0111) ? WS_EXEC : WS_FILE, size, hash, st, err);
+}
+
 static int
 scan_file(struct scan *s, int pfd, const char *name, const struct stat *st0, const char *q,
           struct err *err)
@@ -206,19 +264,15 @@ scan_file(struct scan *s, int pfd, const char *name, const struct stat *st0, con
         return -1;
     }
     s->bytes -= (uint64_t)st.st_size; /* counted again below with the size actually read */
-    buf_reset(&s->data);
-    s->data.max = WS_FILE_MAX;
-    if (s->lim != NULL && s->lim->max_bytes != 0 && s->lim->max_bytes - s->bytes < s->data.max) {
-        s->data.max = (size_t)(s->lim->max_bytes - s->bytes);
+    if (s->blobs->put_fd != NULL && (uint64_t)st.st_size >= WS_STREAM_MIN) {
+        return scan_file_stream(s, fd, &st, q, err);
     }
+    buf_reset(&s->data);
+    s->data.max = (size_t)file_room(s);
     if (ws_fs_read_fd(fd, &s->data, q, err) != 0) {
         close(fd);
         if (err->code == ERR_TOOBIG) {
-            if (add_bytes(s, (uint64_t)s->data.max + 1, q, err) == 0) {
-                err_set(err, ERR_TOOBIG,
-                        "file '%s' is larger than %zu bytes, the most one file may hold", q,
-                        (size_t)WS_FILE_MAX);
-            }
+            return too_big(s, s->data.max, q, err);
         }
         return -1;
     }

@@ -1,9 +1,9 @@
 // test_bash_warm.mjs - prepared ("warm") sandboxes of session_bash (issue 9), against the
 // real build/drun-mcp, a temp DB and real bubblewrap.
 //
-// Covers: a session's first sandbox is prepared on create_session, on session_switch and
-// on an implicit attach (another tool's session_id), so its first call is warm, and after
-// each call the next one (the result says which); both ways of handing the script over
+// Covers: a session's first sandbox is prepared on create_session, on session_switch, on
+// session_fork (the new session) and on an implicit attach (another tool's session_id), so
+// its first call is warm, and after each call the next one (the result says which); both ways of handing the script over
 // (short scripts read line by line by the shell's `read`, long ones by cat) keep `sh -c`
 // semantics and close the pipe first; a session with an overlay runs warm once its
 // prepared sandbox has the overlay mounted, never checkpoints the mount point, and goes
@@ -262,6 +262,22 @@ await R.run('session_switch (attach) prepares the sandbox: the first call is war
   assertEq([r2.warm, r2.stdout_tail], [true, 'kept\n'], 'first call after the implicit attach');
   G.srv.endInput();
   await G.srv.exit();
+});
+
+await R.run('session_fork prepares the new session\'s sandbox: the first call is warm', async () => {
+  const H = await start('fork');
+  const sid = (await H.tool('create_session', {})).session_id;
+  await H.bash(sid, 'echo forked > f.txt');
+  const before = waiting(H.pid).outer.length;
+  const f = await H.toolSync('session_fork', { session_id: sid });
+  assert(f.session_id && f.session_id !== sid, `fork answered ${JSON.stringify(f).slice(0, 200)}`);
+  assertEq(waiting(H.pid).outer.length, before + 1, 'waiting sandboxes after session_fork');
+  const r = await H.bash(f.session_id, 'cat f.txt');
+  assertEq([r.warm, r.exit_code, r.stdout_tail], [true, 0, 'forked\n'], 'first call after the fork');
+  const r0 = await H.bash(sid, 'cat f.txt');
+  assertEq([r0.warm, r0.stdout_tail], [true, 'forked\n'], 'the source session stays warm too');
+  H.srv.endInput();
+  await H.srv.exit();
 });
 
 await R.run('a config change between two calls discards the prepared sandbox', async () => {
