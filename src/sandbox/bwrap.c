@@ -633,7 +633,7 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
                  "ulimit -p %llu 2>/dev/null || ulimit -u %llu || exit 126; "
                  "IFS= read -r __drun_h <&5 || exit 126; __drun_s=; __drun_j=; "
                  "case $__drun_h in "
-                 "c) __drun_s=$(exec /bin/cat <&5) || exit 126;; "
+                 "c) __drun_s=$(exec /bin/cat <&5) || exit 126; __drun_s=${__drun_s%%.};; "
                  "l*) __drun_n=${__drun_h#l}; "
                  "while [ \"$__drun_n\" -gt 0 ]; do "
                  "IFS= read -r __drun_l <&5 || exit 126; "
@@ -1982,14 +1982,16 @@ on_script_written(uv_write_t *req, int status)
  * What goes down the script pipe: a header line for the prelude (see build_argv), then
  * the script. Short scripts go as N lines ("l<N>\n", then the script and one more newline,
  * so the prelude's N reads see N newline-terminated lines, which it joins back with
- * newlines: the exact script), longer ones as "c\n" and the bytes as they are.
+ * newlines: the exact script), longer ones as "c\n", the bytes as they are and a "."
+ * that keeps $(cat) from dropping the script's trailing newlines (the prelude strips it).
  */
 static int
 script_frame(const struct sandbox_spec *spec, char **out, size_t *out_len)
 {
     const char *c = spec->command;
     size_t len = spec->command_len, lines = 0, n;
-    int add_nl = 0;
+    char tail; /* "l": ends the last line for `read`; "c": a '.' the prelude strips, so
+                  $(cat) keeps the script's own trailing newlines */
     char head[32];
     char *p;
 
@@ -1997,11 +1999,12 @@ script_frame(const struct sandbox_spec *spec, char **out, size_t *out_len)
         for (size_t i = 0; i < len; i++) {
             lines += c[i] == '\n';
         }
-        add_nl = 1; /* every line ends in a newline; the shell joins them without it */
+        tail = '\n'; /* every line ends in a newline; the shell joins them without it */
         lines++;
         n = (size_t)snprintf(head, sizeof(head), "l%zu\n", lines);
     } else {
         n = (size_t)snprintf(head, sizeof(head), "c\n");
+        tail = '.';
     }
     p = mem_alloc(n + len + 2);
     if (p == NULL) {
@@ -2011,11 +2014,9 @@ script_frame(const struct sandbox_spec *spec, char **out, size_t *out_len)
     if (len > 0) {
         memcpy(p + n, c, len);
     }
-    if (add_nl) {
-        p[n + len] = '\n';
-    }
+    p[n + len] = tail;
     *out = p;
-    *out_len = n + len + (size_t)add_nl;
+    *out_len = n + len + 1;
     return 0;
 }
 

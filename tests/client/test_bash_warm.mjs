@@ -140,6 +140,10 @@ await R.run('warm and cold give the same result for awkward scripts, short and l
     const body = 'echo edge; echo $((6 * 7))\n';
     scripts.push(pad(n - body.length - 3) + body);
   }
+  // The long (cat) path must keep a script's trailing newlines: a final backslash-newline
+  // and an unterminated here-document at the end change meaning without them.
+  scripts.push(`${pad(600)}echo a \\\n`);
+  scripts.push(`${pad(600)}cat <<EOF\nx\n\n\n`);
   for (const [i, cmd] of scripts.entries()) {
     const w = await A.bash(sA, cmd);
     const c = await C.bash(sC, cmd);
