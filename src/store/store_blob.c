@@ -674,7 +674,7 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     sqlite3_blob *b = NULL;
     sqlite3_stmt *s;
     char *chunk = NULL;
-    int rc, pos;
+    int rc, pos, lim;
 
     if (w->packed < ZHDR_STREAMED + 3 ||
         pread(w->fd, hdr, ZHDR_STREAMED, 0) != (ssize_t)ZHDR_STREAMED ||
@@ -683,11 +683,14 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
         return err_set(err, ERR_INTERNAL,
                        "the streamed blob's zstd frame header is not the expected one");
     }
-    if (stored > (uint64_t)INT32_MAX) {
+    /* Incompressible content grows a little in zstd (about 3 bytes per 128 KiB block),
+     * so content just under the blob cap can still be over SQLite's own limit. */
+    lim = sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, -1);
+    if (stored > (uint64_t)INT32_MAX || (lim > 0 && stored > (uint64_t)lim)) {
         return err_set(err, ERR_TOOBIG,
-                       "a blob that compresses to %llu bytes is over SQLite's limit for one "
-                       "value; store smaller files",
-                       (unsigned long long)stored);
+                       "a blob of %llu bytes compresses to %llu bytes, over SQLite's limit of "
+                       "%d bytes for one value; store smaller files",
+                       (unsigned long long)w->raw, (unsigned long long)stored, lim);
     }
     hdr[4] |= 0xC0; /* Frame_Content_Size_flag 3: 8 bytes; window descriptor kept */
     for (int i = 0; i < 8; i++) {
