@@ -272,16 +272,6 @@ int session_edit_write(struct session_edit *ed, const char *key, const void *dat
 int session_edit_put(struct session_edit *ed, const struct ws_entry *entry, struct session_err *e);
 
 /*
- * Stages a regular file at `key` (normalized, as session_edit_write) whose content is a
- * blob already in the store (store_blob_writer_finish), so no content passes through
- * memory again. The blob must be stored with exactly `size` bytes (else ERR_NOTFOUND or
- * ERR_CORRUPT). The workspace directory gets the file at its next sync, as for
- * session_edit_write.
- */
-int session_edit_put_blob(struct session_edit *ed, const char *key, const uint8_t hash[HASH_LEN],
-                          uint64_t size, int exec, struct session_err *e);
-
-/*
  * Stages a regular file at `key` whose content is in a store blob writer (session_fetch
  * streams bodies into one). The writer is ended here (its hash and size go into the
  * manifest) and the edit owns it from this call on, failure included: the commit

@@ -155,40 +155,6 @@ session_edit_put(struct session_edit *ed, const struct ws_entry *entry, struct s
 }
 
 int
-session_edit_put_blob(struct session_edit *ed, const char *key, const uint8_t hash[HASH_LEN],
-                      uint64_t size, int exec, struct session_err *e)
-{
-    struct buf k;
-    int exists = 0;
-    int64_t stored = -1;
-
-    if (normalize(key, &k, e) < 0) {
-        return -1;
-    }
-    if (store_blob_has(ed->s->mgr->st, hash, &exists, &stored, &e->base) < 0) {
-        buf_release(&k);
-        return session_fail_err(e, SESSION_E_OTHER, &e->base);
-    }
-    if (!exists || stored != (int64_t)size) {
-        char hex[HASH_HEX_LEN + 1];
-        hex_encode(hash, HASH_LEN, hex);
-        buf_release(&k);
-        return session_fail(e, SESSION_E_OTHER, exists ? ERR_CORRUPT : ERR_NOTFOUND,
-                            exists ? "blob '%.16s' holds %lld bytes, not %llu; nothing was staged"
-                                   : "blob '%.16s' is not stored; store it before staging it",
-                            hex, (long long)stored, (unsigned long long)size);
-    }
-    if (ws_manifest_set(ed->next, buf_cstr(&k), exec ? WS_EXEC : WS_FILE, size, hash, &e->base) <
-        0) {
-        buf_release(&k);
-        return session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
-                                &e->base);
-    }
-    buf_release(&k);
-    return 0;
-}
-
-int
 session_edit_remove(struct session_edit *ed, const char *key, struct session_err *e)
 {
     struct buf k;

@@ -1,7 +1,7 @@
 /*
  * test_session_stream.c - files whose content comes from a store blob writer
- * (session_edit_put_writer, what session_fetch uses) or from a stored blob
- * (session_edit_put_blob): committed with the checkpoint, read back, materialized in
+ * (session_edit_put_writer, what session_fetch uses): committed with the checkpoint,
+ * read back, materialized in
  * the workspace directory; a failed commit or an abort stores nothing.
  */
 #include "test.h"
@@ -106,9 +106,8 @@ TEST(writer_file_commits_reads_back_and_materializes)
     struct session_commit_meta meta = {.tool = "test"};
     struct session_delta d;
     struct session_err e;
-    struct err err;
     size_t len = 3 * C + 99;
-    uint8_t *data = mem_alloc(len), want[HASH_LEN], small_hash[HASH_LEN];
+    uint8_t *data = mem_alloc(len), want[HASH_LEN];
     const struct ws_entry *ent;
     struct ws_dir *dir = NULL;
     struct buf out;
@@ -118,14 +117,11 @@ TEST(writer_file_commits_reads_back_and_materializes)
     CHECK(data != NULL);
     fill(data, len, 3);
     hash_sha256(data, len, want);
-    CHECK_OK(store_blob_put(st, "small", 5, small_hash, &err), &err);
     CHECK(session_create(m, "t", &s, &e) == 0);
     CHECK(session_enter(s, SESSION_WRITE, &e) == 0);
     CHECK(session_edit_begin(s, &ed, &e) == 0);
     CHECK_MSG(session_edit_put_writer(ed, "dl/big.bin", writer_with(st, data, len), 0, &e) == 0,
               "%s", e.base.msg);
-    CHECK_MSG(session_edit_put_blob(ed, "dl/small.txt", small_hash, 5, 0, &e) == 0, "%s",
-              e.base.msg);
     CHECK_MSG(session_edit_commit(ed, &meta, NULL, &d, &e) == 0, "%s", e.base.msg);
     session_leave(s, SESSION_WRITE);
 
@@ -135,10 +131,8 @@ TEST(writer_file_commits_reads_back_and_materializes)
     CHECK(session_read_entry(m, ent, &out, &e) == 0);
     CHECK(out.len == len && memcmp(out.data, data, len) == 0);
     buf_release(&out);
-    ent = ws_manifest_get(session_manifest(s), "dl/small.txt");
-    CHECK(ent != NULL && ent->size == 5);
 
-    /* the workspace directory gets both files */
+    /* the workspace directory gets the file */
     CHECK(session_enter(s, SESSION_WRITE, &e) == 0);
     CHECK_MSG(session_workspace_prepare(s, &dir, &e) == 0, "%s", e.base.msg);
     snprintf(p, sizeof(p), "%s/dl/big.bin", ws_dir_path(dir));
@@ -167,7 +161,7 @@ TEST(failed_commit_and_abort_store_nothing)
     struct session_delta d;
     struct session_err e;
     size_t len = 2 * C;
-    uint8_t *data = mem_alloc(len), h[HASH_LEN];
+    uint8_t *data = mem_alloc(len);
     int64_t rows;
     int fds;
 
@@ -198,21 +192,6 @@ TEST(failed_commit_and_abort_store_nothing)
     CHECK_EQ_INT(blob_rows(), rows);
     CHECK_EQ_INT(tdb_count_fds(), fds);
 
-    /* put_blob checks the blob is stored with that size */
-    CHECK(session_enter(s, SESSION_WRITE, &e) == 0);
-    CHECK(session_edit_begin(s, &ed, &e) == 0);
-    memset(h, 9, HASH_LEN);
-    CHECK(session_edit_put_blob(ed, "x", h, 3, 0, &e) < 0);
-    CHECK_EQ_INT(e.base.code, ERR_NOTFOUND);
-    {
-        struct err err;
-        CHECK_OK(store_blob_put(st, "abc", 3, h, &err), &err);
-    }
-    CHECK(session_edit_put_blob(ed, "x", h, 4, 0, &e) < 0);
-    CHECK_EQ_INT(e.base.code, ERR_CORRUPT);
-    CHECK(session_edit_put_blob(ed, "x", h, 3, 0, &e) == 0);
-    CHECK(session_edit_commit(ed, &meta, NULL, &d, &e) == 0);
-    session_leave(s, SESSION_WRITE);
     session_mgr_free(m);
     store_close(st);
     mem_free(data);
