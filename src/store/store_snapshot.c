@@ -744,6 +744,11 @@ attach(struct store *st, const char *path, struct err *err)
 {
     sqlite3_stmt *s = NULL;
 
+    /* An imported file is not ours until checked: its schema may hold views or triggers
+     * built to run functions. Untrusted schema may call only innocuous functions, and
+     * defensive mode keeps it from reaching the database's own structure. */
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)NULL);
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
     if (prep(st, "ATTACH DATABASE ?1 AS snapfile", &s, err) < 0) {
         return -1;
     }
