@@ -660,6 +660,11 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
     session_exec_warm_put(s, w, warm_slot_free);
 }
 
+/* Past these, preparing a sandbox for a session without a workspace directory is left to
+ * its first command (see tools_bash_prewarm). */
+#define PREWARM_SYNC_MAX_BYTES   ((uint64_t)16 << 20)
+#define PREWARM_SYNC_MAX_ENTRIES 2000
+
 void
 tools_bash_prewarm(struct tools_env *env, struct session *s, struct policy *p)
 {
@@ -686,8 +691,19 @@ tools_bash_prewarm(struct tools_env *env, struct session *s, struct policy *p)
             policy_unref(cur);
             return;
         }
-        /* A new or just attached session has no directory yet: sync it to the head. */
-        if (session_exec_dir_path(s) != NULL || session_workspace_prepare(s, &dir, &e) == 0) {
+        /* A new or just attached session has no directory yet: sync it to the head, if
+         * that is small. The sync runs on the loop; a big tree (a restore, an attach)
+         * waits for the first command to sync it, which goes cold instead. */
+        const struct ws_manifest *head = session_manifest(s);
+        if (session_exec_dir_path(s) == NULL && head != NULL &&
+            (ws_manifest_bytes(head) > PREWARM_SYNC_MAX_BYTES ||
+             ws_manifest_count(head) > PREWARM_SYNC_MAX_ENTRIES)) {
+            log_debug("session '%s': not preparing a sandbox: syncing %llu bytes in %zu entries "
+                      "waits for the first command",
+                      session_id(s), (unsigned long long)ws_manifest_bytes(head),
+                      ws_manifest_count(head));
+        } else if (session_exec_dir_path(s) != NULL ||
+                   session_workspace_prepare(s, &dir, &e) == 0) {
             prewarm(env, s, p);
         } else {
             log_debug("session '%s': cannot sync the workspace to prepare a sandbox: %s",
