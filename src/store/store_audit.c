@@ -29,6 +29,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "util/log.h"
 #include "util/mem.h"
 #include "util/timeutil.h"
 
@@ -938,16 +939,25 @@ fill_entry(struct store *st, sqlite3_stmt *s, int raw, struct store_audit_entry 
         }
         if (!raw) {
             struct buf x;
+            struct err xerr;
             buf_init(&x, STORE_AUDIT_EXPANDED_MAX);
-            if (store_audit_args_expand(st->db, b.data ? b.data : "", b.len, &x, err) < 0) {
-                char why[ERR_MSG_MAX];
-                snprintf(why, sizeof(why), "%s", err->msg);
-                buf_release(&b);
+            /* One row whose referenced blob is missing or damaged must not hide the rest of
+             * the log: it keeps its stored form, whose {"$blob": ...} references say what
+             * is there; `drun-admin audit verify` names the row and the fault. */
+            if (store_audit_args_expand(st->db, b.data ? b.data : "", b.len, &x, &xerr) < 0) {
+                if (xerr.code == ERR_NOMEM) {
+                    buf_release(&b);
+                    buf_release(&x);
+                    return err_set(err, ERR_NOMEM, "audit row %lld: %s", (long long)r.id, xerr.msg);
+                }
+                log_warn("audit row %lld: %s; showing its arguments as stored (run 'drun-admin "
+                         "audit verify')",
+                         (long long)r.id, xerr.msg);
                 buf_release(&x);
-                return err_set(err, err->code, "audit row %lld: %s", (long long)r.id, why);
+            } else {
+                buf_release(&b);
+                b = x;
             }
-            buf_release(&b);
-            b = x;
         }
         if (b.len == 0 && buf_puts(&b, "") < 0) {
             buf_release(&b);

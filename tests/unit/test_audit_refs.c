@@ -421,6 +421,40 @@ TEST(verify_catches_a_deleted_blob)
     verify_names_row_2(path, hex);
 }
 
+/* A row whose referenced blob is gone keeps its stored form in a tail; the rest expand. */
+TEST(tail_survives_a_deleted_blob)
+{
+    const char *path = test_path("t.db");
+    char hex[HASH_HEX_LEN + 1], sql[256];
+    struct store_audit_entry *list = NULL;
+    struct store *st;
+    size_t n = 0, seen = 0;
+    struct err err;
+
+    row_with_blob(path, hex);
+    snprintf(sql, sizeof(sql), "DELETE FROM blobs WHERE hash = x'%s'", hex);
+    tdb_exec(path, sql);
+    st = tdb_open(path, NULL);
+    CHECK_OK(store_audit_tail(st, 10, &list, &n, &err), &err);
+    CHECK_EQ_INT(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].id == 2) {
+            /* the stored reference, naming the missing blob */
+            CHECK_MSG(list[i].args != NULL && strstr(list[i].args, "\"$blob\"") != NULL &&
+                          strstr(list[i].args, hex) != NULL,
+                      "row 2: %s", list[i].args ? list[i].args : "(null)");
+            seen++;
+        } else {
+            CHECK(list[i].args != NULL && strstr(list[i].args, "\"$blob\"") == NULL);
+            CHECK(strstr(list[i].args, "\"command\":\"ls\"") != NULL);
+            seen++;
+        }
+    }
+    CHECK_EQ_INT(seen, 3);
+    store_audit_entry_list_free(list, n);
+    store_close(st);
+}
+
 TEST(verify_catches_a_tampered_blob)
 {
     const char *path = test_path("t.db");
@@ -493,6 +527,6 @@ TEST(args_read_handles_compressed_and_plain_columns)
 TESTS(reference_at_and_past_the_threshold, small_values_are_references_only_when_already_stored,
       agent_blob_keys_round_trip_exactly, escapes_and_invalid_utf8_round_trip,
       many_parts_same_content_one_blob, bad_part_hash_is_refused_and_nothing_stored,
-      gc_keeps_audit_referenced_blobs, verify_catches_a_deleted_blob,
+      gc_keeps_audit_referenced_blobs, verify_catches_a_deleted_blob, tail_survives_a_deleted_blob,
       verify_catches_a_tampered_blob, verify_catches_a_missing_ref_row,
       args_read_handles_compressed_and_plain_columns)
