@@ -435,10 +435,14 @@ session_commit_scan(struct session *s, const struct session_commit_meta *meta,
         store_rollback(m->st);
         s->dir_trusted = 0;
         if (e->base.code == ERR_TOOBIG) {
+            /* The reference's words first, then the scan's cause (the file, or the one-file
+             * or blob cap that was hit), which says what to delete. */
+            char why[ERR_MSG_MAX];
+            snprintf(why, sizeof(why), "%s", e->base.msg);
             session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
-                         "workspace size exceeds limit of %lld bytes; the command's changes were "
-                         "not kept",
-                         (long long)lim.max_bytes);
+                         "workspace size exceeds limit of %lld bytes (%s); the command's changes "
+                         "were not kept",
+                         (long long)lim.max_bytes, why);
             e->d1 = -1;
             e->d2 = (int64_t)lim.max_bytes;
             return -1;

@@ -325,6 +325,24 @@ await R.run('two sessions run commands at the same time', async () => {
   assert(!existsSync(gate('never')), 'the allowlisted directory is read-only inside');
 });
 
+await R.run('a command that grows the workspace past max_workspace_mb: nothing kept, the cause named', async () => {
+  const S = (await ok('create_session', {})).session_id;
+  const before = await histLen(S);
+  writeConfig('bash_timeout_ms = 60000\nmax_workspace_mb = 1');
+  try {
+    const r = await call('session_bash', { command: 'head -c 1048577 /dev/zero > big.bin', description: 'over', session_id: S });
+    assert(r.isError, `expected an error, got ${JSON.stringify(r.body).slice(0, 200)}`);
+    assertEq(r.body.code, 'workspace_size_exceeded', 'code');
+    assert(/exceeds limit of 1048576 bytes \(.*big\.bin.*\); the command's changes were not kept/.test(r.body.message),
+      `message names the limit and the file: ${r.body.message}`);
+    assertEq(await histLen(S), before, 'no checkpoint');
+  } finally {
+    writeConfig('bash_timeout_ms = 60000');
+  }
+  const r2 = await bash('ls', { session_id: S });
+  assertEq(r2.stdout_tail, '', 'the over-limit file was not kept');
+});
+
 await R.run('the session survives: the server is still alive and correct', async () => {
   const r = await bash('echo alive');
   assertEq(r.stdout_tail, 'alive\n', 'alive');
