@@ -136,6 +136,10 @@ main(int argc, char **argv)
      * refuse with its error, get_config shows it) unless the DB path was to come from it.
      */
     memset(&sopts, 0, sizeof(sopts));
+    /* The WAL is checkpointed on a store thread, off the tool call's path (docs/
+     * architecture.md, "Checkpoints"); DRUN_WAL_THREAD=0 restores SQLite's automatic
+     * checkpoint on commits, for benchmarks and as an escape hatch. */
+    sopts.wal_thread = getenv("DRUN_WAL_THREAD") == NULL || strcmp(getenv("DRUN_WAL_THREAD"), "0");
     if (policy_config_path(config, &config_path, &config_explicit, &err) < 0 ||
         policy_store_open(config_path, config_explicit, &policy, &err) < 0) {
         fprintf(stderr, "drun-mcp: %s\n", err.msg);

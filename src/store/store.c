@@ -644,6 +644,9 @@ store_open(const char *path, const struct store_opts *opts, struct store **out, 
             goto fail;
         }
     }
+    if (store_wal_start(st, opts, err) < 0) {
+        goto fail;
+    }
     *out = st;
     return 0;
 fail:
@@ -661,6 +664,7 @@ store_close(struct store *st)
     for (size_t i = 0; i < STORE_STMT_CACHE; i++) {
         sqlite3_finalize(st->stmts[i].stmt);
     }
+    store_wal_stop(st);
     sqlite3_close(st->db);
     ZSTD_freeCCtx(st->zcctx);
     ZSTD_freeDCtx(st->zdctx);

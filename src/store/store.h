@@ -50,13 +50,19 @@ struct sqlite3;
 /* ---- opening ------------------------------------------------------------------ */
 
 struct store_opts {
-    int synchronous_normal; /* 0: synchronous=FULL (default); 1: NORMAL */
-    int busy_timeout_ms;    /* 0: the default, 5000 */
-    int read_only;          /* 1: open without creating or migrating (drun-admin reads) */
-    int no_migrate;         /* 1: refuse an out-of-date schema instead of migrating */
-    int zstd_level;         /* 0: the default, 3 */
-    size_t blob_max;        /* 0: STORE_BLOB_MAX_DEFAULT */
+    int synchronous_normal;   /* 0: synchronous=FULL (default); 1: NORMAL */
+    int busy_timeout_ms;      /* 0: the default, 5000 */
+    int read_only;            /* 1: open without creating or migrating (drun-admin reads) */
+    int no_migrate;           /* 1: refuse an out-of-date schema instead of migrating */
+    int zstd_level;           /* 0: the default, 3 */
+    size_t blob_max;          /* 0: STORE_BLOB_MAX_DEFAULT */
+    int wal_thread;           /* 1: checkpoint on a background thread (drun-mcp), not on commits */
+    int wal_threshold_frames; /* 0: 1000, SQLite's default; frames before the thread is woken */
+    int64_t wal_cap_bytes;    /* 0: STORE_WAL_CAP_DEFAULT; past it commits checkpoint again */
 };
+
+/* Past this much WAL, still growing, a commit checkpoints itself again (see store_wal.c). */
+#define STORE_WAL_CAP_DEFAULT ((int64_t)64 << 20)
 
 /*
  * Opens (creating 0600 if absent) the drun DB at `path`, sets WAL mode, checks
@@ -69,8 +75,30 @@ struct store_opts {
 int store_open(const char *path, const struct store_opts *opts, struct store **out,
                struct err *err);
 
-/* Closes the connection; NULL is a no-op. An open transaction is rolled back. */
+/* Closes the connection; NULL is a no-op. An open transaction is rolled back. With the
+ * WAL thread on, stops it first, then checkpoints (TRUNCATE when nothing is pinned). */
 void store_close(struct store *st);
+
+/* What the WAL checkpointer has done; all zero when it is off (store_opts.wal_thread). */
+struct store_wal_stats {
+    int thread;                      /* 1: the background checkpointer runs */
+    int64_t commits;                 /* commits the wal hook saw */
+    int64_t signals;                 /* times a commit woke the thread */
+    int64_t thread_checkpoints;      /* checkpoints the thread ran */
+    int64_t thread_busy;             /* of those, how many found another checkpointer busy */
+    int64_t thread_errors;           /* of those, how many failed otherwise */
+    int64_t inline_checkpoints;      /* checkpoints run on a committing call (past the cap) */
+    int last_frames;                 /* WAL frames after the last commit */
+    int last_log, last_checkpointed; /* the thread's last checkpoint: frames, copied */
+    int cap_warned;                  /* the cap warning was logged */
+};
+
+/* Fills *out; never fails. */
+void store_wal_stats(struct store *st, struct store_wal_stats *out);
+
+/* Waits until the checkpointer has nothing pending or running (for tests and benches);
+ * returns at once when it is off. */
+void store_wal_wait(struct store *st);
 
 /* Returns the schema version this binary writes (the highest migration number). */
 int store_schema_version(void);

@@ -40,7 +40,14 @@ struct store {
     void *zcctx;         /* ZSTD_CCtx, made on first compress */
     void *zdctx;         /* ZSTD_DCtx, made on first decompress */
     struct store_stmt stmts[STORE_STMT_CACHE];
+    struct store_wal *wal; /* the background checkpointer, or NULL (store_wal.c) */
 };
+
+/* Starts the checkpointer when opts->wal_thread asks for it (store_wal.c); on failure
+ * st->wal may hold a part-built one that store_wal_stop frees. */
+int store_wal_start(struct store *st, const struct store_opts *opts, struct err *err);
+/* Stops and joins the thread, then runs the final checkpoint; no-op when off. */
+void store_wal_stop(struct store *st);
 
 /*
  * Returns the cached prepared statement for `sql` (a string literal: the pointer is
