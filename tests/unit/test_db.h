@@ -1,7 +1,8 @@
 /*
- * test_db.h - small helpers the store-facing unit tests share: open a store, and poke
- * at its file through a separate plain SQLite connection (an outside reader or editor),
- * and count this process's open descriptors or a directory's entries (leak checks).
+ * test_db.h - small helpers the store-facing unit tests share: open a store, poke at
+ * its file through a separate plain SQLite connection (an outside reader or editor),
+ * count this process's open descriptors or a directory's entries (leak checks), and
+ * make reproducible incompressible content.
  *
  * Header-only (static inline) so each test binary keeps its single-file build.
  */
@@ -76,6 +77,20 @@ static inline int
 tdb_count_fds(void)
 {
     return tdb_count_dir("/proc/self/fd");
+}
+
+/* n pseudo-random bytes (xorshift32 from seed): incompressible, reproducible content. */
+static inline void
+tdb_fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
 }
 
 #endif

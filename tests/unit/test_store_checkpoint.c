@@ -10,6 +10,7 @@
  * counts its own. store_wal_wait() makes the thread's work visible without sleeping.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -34,19 +35,6 @@ open_ckpt(const char *path, int threshold, int64_t cap)
 }
 
 /* Fills p with n bytes that zstd cannot shrink, the same for the same seed. */
-static void
-fill(uint8_t *p, size_t n, uint32_t seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
-}
-
 /* Stores blob number i (n bytes); its hash goes to hash. */
 static void
 put_blob(struct store *st, uint32_t i, size_t n, uint8_t hash[HASH_LEN])
@@ -55,7 +43,7 @@ put_blob(struct store *st, uint32_t i, size_t n, uint8_t hash[HASH_LEN])
     struct err err;
 
     CHECK(n <= sizeof(data));
-    fill(data, n, i);
+    tdb_fill_random(data, n, i);
     CHECK_OK(store_blob_put(st, data, n, hash, &err), &err);
 }
 
@@ -328,7 +316,7 @@ TEST(sigkill_mid_checkpoint_loses_nothing_committed)
             struct buf out;
             struct err err;
             size_t n = 32768 + (ids[k] % 7) * 4096;
-            fill(data, n, ids[k]);
+            tdb_fill_random(data, n, ids[k]);
             hash_sha256(data, n, h);
             buf_init(&out, 1 << 20);
             CHECK_OK(store_blob_get(st, h, &out, &err), &err);
@@ -372,7 +360,7 @@ TEST(disk_full_with_thread_is_a_clear_error_and_keeps_commits)
         }
         for (i = 0; i < 1000; i++) {
             static uint8_t data[16384];
-            fill(data, sizeof(data), i);
+            tdb_fill_random(data, sizeof(data), i);
             if (store_blob_put(st, data, sizeof(data), h, &err) < 0) {
                 dprintf(fds[1], "put %d %s", err.code, err.msg);
                 break;
@@ -475,12 +463,12 @@ scenario(const char *path, struct err *err)
     if (store_open(path, &opts, &st, err) < 0) {
         goto out;
     }
-    fill(data, sizeof(data), 1);
+    tdb_fill_random(data, sizeof(data), 1);
     if (store_blob_put(st, data, sizeof(data), h, err) < 0) {
         goto out;
     }
     store_wal_wait(st);
-    fill(data, sizeof(data), 2);
+    tdb_fill_random(data, sizeof(data), 2);
     if (store_blob_put(st, data, sizeof(data), h, err) < 0) {
         goto out;
     }

@@ -7,6 +7,7 @@
  * that grows while it is read is recorded with the hash and size of the bytes stored.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,19 +55,6 @@ c_put_fd(void *ctx, int fd, uint64_t max, uint8_t hash[HASH_LEN], uint64_t *size
         close(w);
     }
     return c->real->put_fd(c->real->ctx, fd, max, hash, size, err);
-}
-
-static void
-fill_random(uint8_t *p, size_t n, uint32_t seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
 }
 
 static void
@@ -155,7 +143,7 @@ TEST(rescan_streams_big_files_with_the_same_manifest_and_bytes)
     struct err err;
 
     CHECK(data != NULL);
-    fill_random(data, big, 11);
+    tdb_fill_random(data, big, 11);
     fixture_open(&f, 0);
     a = make_dir("a", data, big, 1);
     b = make_dir("b", data, big, 1);
@@ -208,7 +196,7 @@ TEST(rescan_stream_limits_match_the_put_path_and_store_nothing)
     struct err err, ea, eb;
 
     CHECK(data != NULL);
-    fill_random(data, big, 5);
+    tdb_fill_random(data, big, 5);
     hash_sha256(data, big, h);
     fixture_open(&f, 0);
     a = make_dir("a", data, big, 0);
@@ -292,7 +280,7 @@ TEST(a_file_growing_during_the_read_gets_the_hash_of_the_stored_bytes)
     char path[4200];
 
     CHECK(data != NULL);
-    fill_random(data, big, 3);
+    tdb_fill_random(data, big, 3);
     memcpy(data + big, "grown\n", 6);
     fixture_open(&f, 0);
     a = make_dir("a", data, big, 0);

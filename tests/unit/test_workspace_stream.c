@@ -6,6 +6,7 @@
  * a size that disagrees with the manifest leaves nothing at the name.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -49,19 +50,6 @@ c_write_fd(void *ctx, const uint8_t hash[HASH_LEN], uint64_t size, int fd, struc
 
     c->writes++;
     return c->real->write_fd(c->real->ctx, hash, size, fd, err);
-}
-
-static void
-fill_random(uint8_t *p, size_t n, uint32_t seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
 }
 
 static void
@@ -141,7 +129,7 @@ TEST(big_files_stream_with_the_same_bytes_modes_and_errors)
     whole = (struct ws_blobs){.ctx = &cg, .get = c_get, .put = c_put}; /* no write_fd */
 
     /* big.bin: random bytes through the streaming writer (a zstd frame of raw blocks) */
-    fill_random(data, big, 7);
+    tdb_fill_random(data, big, 7);
     CHECK_OK(store_blob_writer_open(st, &w, &err), &err);
     for (size_t off = 0; off < big; off += 100000) {
         CHECK_OK(
