@@ -7,8 +7,9 @@
  *     TESTS(buf_grows, buf_caps)
  *
  * Each test runs in its own child process with a timeout (TEST_TIMEOUT seconds,
- * default 60), so a crash or hang fails that test only. A test may call SKIP("why")
- * to report that it cannot run here (exit 77). Run one test with
+ * default 180: the store's allocation-failure sweep takes ~30 s on an idle 2-core
+ * machine and twice that under load), so a crash or hang fails that test only. A test
+ * may call SKIP("why") to report that it cannot run here (exit 77). Run one test with
  * `build/tests/test_x NAME`. The binary ends with the line
  * "N passed, N failed, N skipped" and exits 1 if anything failed.
  *
@@ -173,11 +174,11 @@ static inline int
 test_main(int argc, char **argv, const struct test_case *tests, size_t n)
 {
     int passed = 0, failed = 0, skipped = 0;
-    int timeout = getenv("TEST_TIMEOUT") ? (int)strtol(getenv("TEST_TIMEOUT"), NULL, 10) : 60;
+    int timeout = getenv("TEST_TIMEOUT") ? (int)strtol(getenv("TEST_TIMEOUT"), NULL, 10) : 180;
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 
     if (timeout <= 0) {
-        timeout = 60;
+        timeout = 180;
     }
     signal(SIGPIPE, SIG_IGN);
     for (size_t i = 0; i < n; i++) {

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "store/store.h"
+#include "util/mem.h"
 #include "test.h"
 
 /* Opens the store at path (opts may be NULL); fails the test if it cannot. */
@@ -91,6 +92,76 @@ tdb_fill_random(uint8_t *p, size_t n, uint32_t seed)
         x ^= x << 5;
         p[i] = (uint8_t)x;
     }
+}
+
+/* ---- SQLite's allocator through mem_alloc, so mem_fail_after reaches it too ---- */
+
+static inline void *
+tdb_mem_malloc(int n)
+{
+    int64_t *p = mem_alloc((size_t)n + 8);
+    if (p == NULL) {
+        return NULL;
+    }
+    p[0] = n;
+    return p + 1;
+}
+
+static inline void
+tdb_mem_free(void *p)
+{
+    if (p != NULL) {
+        mem_free((int64_t *)p - 1);
+    }
+}
+
+static inline void *
+tdb_mem_realloc(void *p, int n)
+{
+    int64_t *q = mem_realloc(p ? (int64_t *)p - 1 : NULL, (size_t)n + 8);
+    if (q == NULL) {
+        return NULL;
+    }
+    q[0] = n;
+    return q + 1;
+}
+
+static inline int
+tdb_mem_size(void *p)
+{
+    return p ? (int)((int64_t *)p)[-1] : 0;
+}
+
+static inline int
+tdb_mem_roundup(int n)
+{
+    return (n + 7) & ~7;
+}
+
+static inline int
+tdb_mem_init(void *x)
+{
+    (void)x;
+    return 0;
+}
+
+static inline void
+tdb_mem_shutdown(void *x)
+{
+    (void)x;
+}
+
+/* Routes SQLite's allocations (no lookaside) through mem_alloc; call before any
+ * connection opens (the test's child process has none yet). */
+static inline void
+tdb_route_sqlite_alloc(void)
+{
+    static const sqlite3_mem_methods methods = {
+        tdb_mem_malloc,  tdb_mem_free, tdb_mem_realloc,  tdb_mem_size,
+        tdb_mem_roundup, tdb_mem_init, tdb_mem_shutdown, NULL};
+
+    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_MALLOC, &methods), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0), SQLITE_OK);
 }
 
 #endif

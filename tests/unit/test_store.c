@@ -7,6 +7,7 @@
  * operator or an attacker would.
  */
 #include "test.h"
+#include "test_db.h"
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -18,47 +19,6 @@
 #include "util/timeutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
-
-static struct store *
-open_at(const char *path, const struct store_opts *opts)
-{
-    struct store *st = NULL;
-    struct err err;
-
-    CHECK_OK(store_open(path, opts, &st, &err), &err);
-    return st;
-}
-
-/* Runs SQL on the file through a separate raw connection (an outside editor). */
-static void
-raw_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    char *msg = NULL;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        test_fail(__FILE__, __LINE__, "raw sql '%s' failed: %s", sql, msg ? msg : "?");
-    }
-    sqlite3_close(db);
-}
-
-static int64_t
-raw_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int64_t v = -1;
-
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        v = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
-}
 
 static void
 fill_text(char *p, size_t n, unsigned seed)
@@ -144,7 +104,7 @@ add_checkpoint(struct store *st, const char *session, const char *path, unsigned
 static void
 check_integrity(const char *path)
 {
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct err err;
     int ok = 0;
 
@@ -158,7 +118,7 @@ check_integrity(const char *path)
 TEST(open_creates_private_wal_db)
 {
     const char *path = test_path("d.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     char wal[8192];
     struct stat sb;
     uint8_t h[HASH_LEN];
@@ -177,9 +137,9 @@ TEST(open_creates_private_wal_db)
     CHECK_EQ_STR(store_path(st), path);
     CHECK(store_schema_version() >= 1);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "PRAGMA application_id"), 0x6472756e);
-    CHECK_EQ_INT(raw_int(path, "PRAGMA user_version"), store_schema_version());
-    st = open_at(path, NULL);
+    CHECK_EQ_INT(tdb_int(path, "PRAGMA application_id"), 0x6472756e);
+    CHECK_EQ_INT(tdb_int(path, "PRAGMA user_version"), store_schema_version());
+    st = tdb_open(path, NULL);
     CHECK_EQ_INT(store_version_at_open(st), store_schema_version());
     store_close(st);
 }
@@ -190,20 +150,20 @@ TEST(open_refuses_other_sqlite_files)
     struct store *st = NULL;
     struct err err;
 
-    raw_exec(path, "PRAGMA application_id = 42; CREATE TABLE t (x); INSERT INTO t VALUES (7)");
+    tdb_exec(path, "PRAGMA application_id = 42; CREATE TABLE t (x); INSERT INTO t VALUES (7)");
     CHECK(store_open(path, NULL, &st, &err) < 0);
     CHECK(st == NULL);
     CHECK_EQ_INT(err.code, ERR_INVAL);
     CHECK_MSG(strstr(err.msg, "is not a drun database") && strstr(err.msg, "other.db"), "%s",
               err.msg);
-    CHECK_EQ_INT(raw_int(path, "SELECT x FROM t"), 7);
+    CHECK_EQ_INT(tdb_int(path, "SELECT x FROM t"), 7);
     /* application_id 0 but already holding someone's tables */
     path = test_path("plain.db");
-    raw_exec(path, "CREATE TABLE t (x); INSERT INTO t VALUES (8)");
+    tdb_exec(path, "CREATE TABLE t (x); INSERT INTO t VALUES (8)");
     CHECK(store_open(path, NULL, &st, &err) < 0);
     CHECK_MSG(strstr(err.msg, "is not a drun database"), "%s", err.msg);
-    CHECK_EQ_INT(raw_int(path, "SELECT x FROM t"), 8);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM sqlite_master"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT x FROM t"), 8);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM sqlite_master"), 1);
 }
 
 TEST(open_reports_garbage_as_corrupt)
@@ -233,7 +193,7 @@ TEST(open_reports_garbage_as_corrupt)
 TEST(open_reports_truncated_as_corrupt)
 {
     const char *path = test_path("t.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     char data[4096];
     uint8_t h[HASH_LEN];
     struct err err;
@@ -257,18 +217,18 @@ TEST(open_reports_truncated_as_corrupt)
 TEST(open_refuses_newer_schema)
 {
     const char *path = test_path("new.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct err err;
     char want[64];
 
     store_close(st);
-    raw_exec(path, "PRAGMA user_version = 99");
+    tdb_exec(path, "PRAGMA user_version = 99");
     st = NULL;
     CHECK(store_open(path, NULL, &st, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_VERSION);
     snprintf(want, sizeof(want), "version %d", store_schema_version());
     CHECK_MSG(strstr(err.msg, "99") && strstr(err.msg, want), "%s", err.msg);
-    CHECK_EQ_INT(raw_int(path, "PRAGMA user_version"), 99);
+    CHECK_EQ_INT(tdb_int(path, "PRAGMA user_version"), 99);
 }
 
 TEST(open_without_migrating)
@@ -286,9 +246,9 @@ TEST(open_without_migrating)
     CHECK(store_open(test_path("missing.db"), &opts, &st, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_NOTFOUND);
     CHECK(access(test_path("missing.db"), F_OK) != 0);
-    st = open_at(test_path("b.db"), NULL);
+    st = tdb_open(test_path("b.db"), NULL);
     store_close(st);
-    st = open_at(test_path("b.db"), &opts);
+    st = tdb_open(test_path("b.db"), &opts);
     CHECK(store_begin(st, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_DENIED);
     store_close(st);
@@ -347,7 +307,7 @@ TEST(schema_file_matches_migrations)
     if (find_schema(schema, sizeof(schema)) < 0) {
         SKIP("schema/drun.sql not found above the test binary");
     }
-    store_close(open_at(test_path("m.db"), NULL));
+    store_close(tdb_open(test_path("m.db"), NULL));
     CHECK(sqlite3_open(test_path("m.db"), &a) == SQLITE_OK);
     buf_init(&text, 1 << 20);
     f = fopen(schema, "r");
@@ -377,7 +337,7 @@ TEST(schema_file_matches_migrations)
 TEST(blob_roundtrip_compress_and_dedup)
 {
     const char *path = test_path("b.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     static char text[65536], noise[4096];
     uint8_t h1[HASH_LEN], h2[HASH_LEN], h3[HASH_LEN], h4[HASH_LEN], want[HASH_LEN];
     struct buf out;
@@ -395,12 +355,12 @@ TEST(blob_roundtrip_compress_and_dedup)
     CHECK_OK(store_blob_put(st, text, sizeof(text), h4, &err), &err); /* again */
     CHECK(memcmp(h1, h4, HASH_LEN) == 0);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 3);
-    CHECK_EQ_INT(raw_int(path, "SELECT codec FROM blobs WHERE size = 65536"), 1);
-    CHECK(raw_int(path, "SELECT length(data) FROM blobs WHERE size = 65536") < 65536 / 4);
-    CHECK_EQ_INT(raw_int(path, "SELECT codec FROM blobs WHERE size = 4096"), 0);
-    CHECK_EQ_INT(raw_int(path, "SELECT length(data) FROM blobs WHERE size = 4096"), 4096);
-    st = open_at(path, NULL);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 3);
+    CHECK_EQ_INT(tdb_int(path, "SELECT codec FROM blobs WHERE size = 65536"), 1);
+    CHECK(tdb_int(path, "SELECT length(data) FROM blobs WHERE size = 65536") < 65536 / 4);
+    CHECK_EQ_INT(tdb_int(path, "SELECT codec FROM blobs WHERE size = 4096"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT length(data) FROM blobs WHERE size = 4096"), 4096);
+    st = tdb_open(path, NULL);
     buf_init(&out, 1 << 20);
     CHECK_OK(store_blob_get(st, h1, &out, &err), &err);
     CHECK_EQ_INT(out.len, sizeof(text));
@@ -433,7 +393,7 @@ TEST(blob_roundtrip_compress_and_dedup)
 TEST(blob_delta_chain_roundtrip_and_gc)
 {
     const char *path = test_path("delta.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     enum { N = 1000 * HASH_LEN, VERSIONS = 40 };
     uint8_t *m = mem_alloc(N);
     uint8_t hashes[VERSIONS][HASH_LEN], orphan[HASH_LEN];
@@ -471,28 +431,28 @@ TEST(blob_delta_chain_roundtrip_and_gc)
     store_close(st);
 
     /* deltas are small, chains are capped, and a capped chain restarts from its root */
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE codec = 2"), VERSIONS - 1);
-    CHECK(raw_int(path, "SELECT max(depth) FROM blobs") == STORE_DELTA_DEPTH_MAX);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE depth = 1"),
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs WHERE codec = 2"), VERSIONS - 1);
+    CHECK(tdb_int(path, "SELECT max(depth) FROM blobs") == STORE_DELTA_DEPTH_MAX);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs WHERE depth = 1"),
                  1 + (VERSIONS - 1) / (STORE_DELTA_DEPTH_MAX + 1));
-    delta_bytes = raw_int(path, "SELECT sum(length(data)) FROM blobs WHERE codec = 2");
+    delta_bytes = tdb_int(path, "SELECT sum(length(data)) FROM blobs WHERE codec = 2");
     CHECK_MSG(delta_bytes < 300 * (VERSIONS - 1), "deltas take %lld bytes", (long long)delta_bytes);
 
     /* gc keeps the chain under the live manifest, and only that */
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK_OK(store_gc(st, &opts, test_refs, NULL, &res, &err), &err);
     buf_reset(&out);
     CHECK_OK(store_blob_get(st, hashes[VERSIONS - 1], &out, &err), &err);
     CHECK_EQ_INT(out.len, N);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE base IS NOT NULL AND base NOT IN "
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs WHERE base IS NOT NULL AND base NOT IN "
                                "(SELECT hash FROM blobs)"),
                  0);
     CHECK(res.blobs_deleted >= (VERSIONS - 1) - STORE_DELTA_DEPTH_MAX);
 
     /* a damaged chain is corrupt, not a loop or a crash */
-    raw_exec(path, "PRAGMA foreign_keys = OFF; UPDATE blobs SET base = hash WHERE codec = 2");
-    st = open_at(path, NULL);
+    tdb_exec(path, "PRAGMA foreign_keys = OFF; UPDATE blobs SET base = hash WHERE codec = 2");
+    st = tdb_open(path, NULL);
     buf_reset(&out);
     CHECK(store_blob_get(st, hashes[VERSIONS - 1], &out, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_CORRUPT);
@@ -511,20 +471,20 @@ TEST(blob_cap_at_and_past_edge)
     struct err err;
 
     opts.blob_max = 1000;
-    st = open_at(path, &opts);
+    st = tdb_open(path, &opts);
     fill_random(data, sizeof(data));
     CHECK_OK(store_blob_put(st, data, 1000, h, &err), &err);
     CHECK(store_blob_put(st, data, 1001, h, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_TOOBIG);
     CHECK_MSG(strstr(err.msg, "1001") && strstr(err.msg, "1000"), "%s", err.msg);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs WHERE size > 1000"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs WHERE size > 1000"), 0);
 }
 
 TEST(blob_damage_is_detected)
 {
     const char *path = test_path("dmg.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     static char text[65536], noise[2048];
     uint8_t ht[HASH_LEN], hn[HASH_LEN];
     struct buf out;
@@ -537,32 +497,32 @@ TEST(blob_damage_is_detected)
     store_close(st);
     buf_init(&out, 1 << 24);
     /* 1. a flipped byte in a raw blob */
-    raw_exec(path, "UPDATE blobs SET data = zeroblob(1) || substr(data, 2) WHERE codec = 0 "
+    tdb_exec(path, "UPDATE blobs SET data = zeroblob(1) || substr(data, 2) WHERE codec = 0 "
                    "AND size = 2048");
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK(store_blob_get(st, hn, &out, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_CORRUPT);
     CHECK_MSG(strstr(err.msg, "do not match its hash"), "%s", err.msg);
     CHECK_EQ_INT(out.len, 0);
     store_close(st);
     /* 2. a raw blob whose size column lies */
-    raw_exec(path, "UPDATE blobs SET size = 2047 WHERE codec = 0 AND size = 2048");
-    st = open_at(path, NULL);
+    tdb_exec(path, "UPDATE blobs SET size = 2047 WHERE codec = 0 AND size = 2048");
+    st = tdb_open(path, NULL);
     CHECK(store_blob_get(st, hn, &out, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_CORRUPT);
     store_close(st);
     /* 3. a zip bomb: the stored size is smaller than what the frame expands to */
-    raw_exec(path, "UPDATE blobs SET size = 100 WHERE codec = 1");
-    st = open_at(path, NULL);
+    tdb_exec(path, "UPDATE blobs SET size = 100 WHERE codec = 1");
+    st = tdb_open(path, NULL);
     CHECK(store_blob_get(st, ht, &out, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_CORRUPT);
     CHECK_MSG(strstr(err.msg, "does not declare the stored size"), "%s", err.msg);
     CHECK(out.cap < 65536); /* never allocated the frame's claimed size */
     store_close(st);
     /* 4. a damaged zstd frame with the right size */
-    raw_exec(path, "UPDATE blobs SET size = 65536, data = substr(data, 1, 12) || "
+    tdb_exec(path, "UPDATE blobs SET size = 65536, data = substr(data, 1, 12) || "
                    "zeroblob(8) || substr(data, 21) WHERE codec = 1");
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK(store_blob_get(st, ht, &out, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_CORRUPT);
     store_close(st);
@@ -573,7 +533,7 @@ TEST(blob_damage_is_detected)
 
 TEST(session_lifecycle)
 {
-    struct store *st = open_at(test_path("s.db"), NULL);
+    struct store *st = tdb_open(test_path("s.db"), NULL);
     struct store_session s, g, *list;
     struct store_overlay *ov;
     char label[STORE_LABEL_MAX + 2];
@@ -637,12 +597,12 @@ TEST(session_lifecycle)
     CHECK_EQ_INT(err.code, ERR_INVAL);
     store_session_release(&s);
     store_close(st);
-    CHECK_EQ_INT(raw_int(test_path("s.db"), "SELECT max(seq) FROM session_chat"), 1);
+    CHECK_EQ_INT(tdb_int(test_path("s.db"), "SELECT max(seq) FROM session_chat"), 1);
 }
 
 TEST(session_claim_live_and_dead_owner)
 {
-    struct store *st = open_at(test_path("c.db"), NULL);
+    struct store *st = tdb_open(test_path("c.db"), NULL);
     struct store_session s, g;
     pid_t child, holder = 0;
     int64_t child_start, me_start = proc_start_time(getpid());
@@ -684,7 +644,7 @@ TEST(session_claim_live_and_dead_owner)
 
 TEST(checkpoint_history_and_discard)
 {
-    struct store *st = open_at(test_path("h.db"), NULL);
+    struct store *st = tdb_open(test_path("h.db"), NULL);
     struct store_session s, g;
     struct store_checkpoint cp, *list;
     struct store_change_row *rows;
@@ -785,30 +745,30 @@ TEST(checkpoint_history_and_discard)
 TEST(bracket_rollback_keeps_nothing)
 {
     const char *path = test_path("br.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_session s;
     struct err err;
     int64_t blobs;
 
     new_session(st, &s);
     store_close(st);
-    blobs = raw_int(path, "SELECT count(*) FROM blobs");
-    st = open_at(path, NULL);
+    blobs = tdb_int(path, "SELECT count(*) FROM blobs");
+    st = tdb_open(path, NULL);
     CHECK_OK(store_begin(st, &err), &err);
     CHECK(store_begin(st, &err) < 0); /* brackets do not nest */
     add_checkpoint(st, s.id, "x", 9);
     store_rollback(st);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM checkpoints"), 1);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), blobs);
-    CHECK_EQ_INT(raw_int(path, "SELECT head FROM sessions"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM checkpoints"), 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), blobs);
+    CHECK_EQ_INT(tdb_int(path, "SELECT head FROM sessions"), 0);
     /* and a committed bracket keeps all of it */
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK_OK(store_begin(st, &err), &err);
     add_checkpoint(st, s.id, "x", 9);
     CHECK_OK(store_commit(st, &err), &err);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM checkpoints"), 2);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM checkpoints"), 2);
     store_session_release(&s);
 }
 
@@ -843,7 +803,7 @@ audit_rows(struct store *st, int n)
 static void
 expect_verify(const char *path, int ok_want, int64_t bad_want, const char *msg_part)
 {
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     int ok;
     int64_t bad, rows;
     struct err err;
@@ -860,7 +820,7 @@ expect_verify(const char *path, int ok_want, int64_t bad_want, const char *msg_p
 TEST(audit_chain_appends_and_verifies)
 {
     const char *path = test_path("a.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_audit_entry *e;
     struct store_audit a = {0};
     size_t n;
@@ -891,41 +851,41 @@ TEST(audit_chain_appends_and_verifies)
     CHECK(store_audit_append(st, &a, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_INVAL);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT args_codec FROM audit WHERE id = 2"), 1);
-    CHECK(raw_int(path, "SELECT length(args) FROM audit WHERE id = 2") < 4000);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM audit_log WHERE time LIKE '20%Z'"), 6);
+    CHECK_EQ_INT(tdb_int(path, "SELECT args_codec FROM audit WHERE id = 2"), 1);
+    CHECK(tdb_int(path, "SELECT length(args) FROM audit WHERE id = 2") < 4000);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM audit_log WHERE time LIKE '20%Z'"), 6);
 }
 
 TEST(audit_detects_edit)
 {
     const char *path = test_path("e.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
 
     audit_rows(st, 5);
     store_close(st);
-    raw_exec(path, "UPDATE audit SET outcome = 'ok' WHERE id = 3");
+    tdb_exec(path, "UPDATE audit SET outcome = 'ok' WHERE id = 3");
     expect_verify(path, 0, 3, "was edited");
 }
 
 TEST(audit_detects_deleted_row)
 {
     const char *path = test_path("d.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
 
     audit_rows(st, 5);
     store_close(st);
-    raw_exec(path, "DELETE FROM audit WHERE id = 3");
+    tdb_exec(path, "DELETE FROM audit WHERE id = 3");
     expect_verify(path, 0, 4, "prev_hash does not match");
 }
 
 TEST(audit_detects_swapped_rows)
 {
     const char *path = test_path("s.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
 
     audit_rows(st, 5);
     store_close(st);
-    raw_exec(path, "UPDATE audit SET id = -2 WHERE id = 2; UPDATE audit SET id = 2 WHERE id = 3;"
+    tdb_exec(path, "UPDATE audit SET id = -2 WHERE id = 2; UPDATE audit SET id = 2 WHERE id = 3;"
                    "UPDATE audit SET id = 3 WHERE id = -2");
     expect_verify(path, 0, 2, NULL);
 }
@@ -933,11 +893,11 @@ TEST(audit_detects_swapped_rows)
 TEST(audit_detects_cut_tail)
 {
     const char *path = test_path("t.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
 
     audit_rows(st, 5);
     store_close(st);
-    raw_exec(path, "DELETE FROM audit WHERE id >= 4");
+    tdb_exec(path, "DELETE FROM audit WHERE id >= 4");
     expect_verify(path, 0, 4, "removed from the end");
 }
 
@@ -946,7 +906,7 @@ TEST(audit_detects_cut_tail)
 TEST(gc_marks_and_sweeps)
 {
     const char *path = test_path("g.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_session s;
     struct store_gc_opts opts = {0, -1, -1};
     struct store_gc_result res;
@@ -961,8 +921,8 @@ TEST(gc_marks_and_sweeps)
     add_checkpoint(st, s.id, "b", 2);
     CHECK_OK(store_blob_put(st, "orphan bytes", 12, orphan, &err), &err);
     store_close(st);
-    before = raw_int(path, "SELECT count(*) FROM blobs");
-    st = open_at(path, NULL);
+    before = tdb_int(path, "SELECT count(*) FROM blobs");
+    st = tdb_open(path, NULL);
     CHECK(store_gc(st, &opts, NULL, NULL, &res, &err) < 0); /* no manifest reader */
     CHECK_EQ_INT(err.code, ERR_INVAL);
     opts.dry_run = 1;
@@ -977,9 +937,9 @@ TEST(gc_marks_and_sweeps)
     CHECK_OK(store_blob_has(st, orphan, &exists, NULL, &err), &err);
     CHECK(!exists);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), before - 1);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), before - 1);
     /* hide checkpoint 2 (roll back + push), then gc hidden rows of any age */
-    st = open_at(path, NULL);
+    st = tdb_open(path, NULL);
     CHECK_OK(store_session_set_head(st, s.id, 1, &err), &err);
     add_checkpoint(st, s.id, "c", 3);
     opts.discarded_older_than_ms = 0;
@@ -1005,8 +965,8 @@ TEST(gc_marks_and_sweeps)
     CHECK_OK(store_gc(st, &opts, test_refs, NULL, &res, &err), &err);
     CHECK_EQ_INT(res.sessions_deleted, 1);
     store_close(st);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM blobs"), 0);
-    CHECK_EQ_INT(raw_int(path, "SELECT count(*) FROM checkpoint_changes"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM blobs"), 0);
+    CHECK_EQ_INT(tdb_int(path, "SELECT count(*) FROM checkpoint_changes"), 0);
     check_integrity(path);
     store_session_release(&s);
 }
@@ -1014,7 +974,7 @@ TEST(gc_marks_and_sweeps)
 TEST(stats_and_check)
 {
     const char *path = test_path("st.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_session s;
     struct store_stats stats;
     struct err err;
@@ -1035,8 +995,8 @@ TEST(stats_and_check)
     CHECK(ok);
     store_close(st);
     /* a dangling reference is reported by check */
-    raw_exec(path, "PRAGMA foreign_keys = OFF; DELETE FROM blobs WHERE size = 32");
-    st = open_at(path, NULL);
+    tdb_exec(path, "PRAGMA foreign_keys = OFF; DELETE FROM blobs WHERE size = 32");
+    st = tdb_open(path, NULL);
     CHECK_OK(store_check(st, &ok, &err), &err);
     CHECK(!ok);
     CHECK_MSG(strstr(err.msg, "broken reference") && strstr(err.msg, "checkpoints"), "%s", err.msg);
@@ -1050,7 +1010,7 @@ TEST(busy_database_is_reported_and_nothing_half_written)
 {
     const char *path = test_path("busy.db");
     struct store_opts opts = {0};
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     int go[2], done[2];
     pid_t child;
     char c;
@@ -1075,7 +1035,7 @@ TEST(busy_database_is_reported_and_nothing_half_written)
     }
     CHECK(read(go[0], &c, 1) == 1);
     opts.busy_timeout_ms = 50;
-    st = open_at(path, &opts);
+    st = tdb_open(path, &opts);
     CHECK(store_blob_put(st, "mine", 4, h, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_BUSY);
     CHECK_MSG(strstr(err.msg, "is busy") && strstr(err.msg, "50 ms"), "%s", err.msg);
@@ -1099,7 +1059,7 @@ TEST(disk_full_is_a_clear_error)
     ssize_t n;
     int status;
 
-    store_close(open_at(path, NULL));
+    store_close(tdb_open(path, NULL));
     CHECK(pipe(fds) == 0);
     child = fork();
     if (child == 0) {
@@ -1142,7 +1102,7 @@ TEST(disk_full_is_a_clear_error)
 TEST(sigkill_never_loses_a_committed_checkpoint)
 {
     const char *path = test_path("kill.db");
-    struct store *st = open_at(path, NULL);
+    struct store *st = tdb_open(path, NULL);
     struct store_session s;
     unsigned seed = (unsigned)time_mono_us();
     int total_reported = 0;
@@ -1209,7 +1169,7 @@ TEST(sigkill_never_loses_a_committed_checkpoint)
         }
         close(fds[0]);
         total_reported += (int)n_ids;
-        st = open_at(path, NULL);
+        st = tdb_open(path, NULL);
         for (size_t i = 0; i < n_ids; i++) {
             struct store_checkpoint cp;
             struct err err;
@@ -1223,62 +1183,6 @@ TEST(sigkill_never_loses_a_committed_checkpoint)
     fprintf(stderr, "    %d committed checkpoints reported over 24 kills, all present\n",
             total_reported);
     store_session_release(&s);
-}
-
-/* SQLite's allocator routed through mem_alloc, so mem_fail_after reaches it too. */
-static void *
-tm_malloc(int n)
-{
-    int64_t *p = mem_alloc((size_t)n + 8);
-    if (p == NULL) {
-        return NULL;
-    }
-    p[0] = n;
-    return p + 1;
-}
-
-static void
-tm_free(void *p)
-{
-    if (p != NULL) {
-        mem_free((int64_t *)p - 1);
-    }
-}
-
-static void *
-tm_realloc(void *p, int n)
-{
-    int64_t *q = mem_realloc(p ? (int64_t *)p - 1 : NULL, (size_t)n + 8);
-    if (q == NULL) {
-        return NULL;
-    }
-    q[0] = n;
-    return q + 1;
-}
-
-static int
-tm_size(void *p)
-{
-    return p ? (int)((int64_t *)p)[-1] : 0;
-}
-
-static int
-tm_roundup(int n)
-{
-    return (n + 7) & ~7;
-}
-
-static int
-tm_init(void *x)
-{
-    (void)x;
-    return 0;
-}
-
-static void
-tm_shutdown(void *x)
-{
-    (void)x;
 }
 
 /* One pass over the public API; returns 0, or -1 with err from the first failure. */
@@ -1354,14 +1258,11 @@ out:
 
 TEST(allocation_failure_sweep)
 {
-    static const sqlite3_mem_methods methods = {tm_malloc,  tm_free, tm_realloc,  tm_size,
-                                                tm_roundup, tm_init, tm_shutdown, NULL};
     const char *path = test_path("oom.db");
     int failures = 0, clean = 0;
     long i;
 
-    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_MALLOC, &methods), SQLITE_OK);
-    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0), SQLITE_OK);
+    tdb_route_sqlite_alloc();
     for (i = 0; i < 20000 && !clean; i += (i < 400 ? 1 : 7)) {
         struct err err;
         int rc;

@@ -391,61 +391,6 @@ TEST(disk_full_with_thread_is_a_clear_error_and_keeps_commits)
 
 /* SQLite's allocator routed through mem_alloc, so mem_fail_after reaches both
  * connections: the main one and the checkpointer's. */
-static void *
-tm_malloc(int n)
-{
-    int64_t *p = mem_alloc((size_t)n + 8);
-    if (p == NULL) {
-        return NULL;
-    }
-    p[0] = n;
-    return p + 1;
-}
-
-static void
-tm_free(void *p)
-{
-    if (p != NULL) {
-        mem_free((int64_t *)p - 1);
-    }
-}
-
-static void *
-tm_realloc(void *p, int n)
-{
-    int64_t *q = mem_realloc(p ? (int64_t *)p - 1 : NULL, (size_t)n + 8);
-    if (q == NULL) {
-        return NULL;
-    }
-    q[0] = n;
-    return q + 1;
-}
-
-static int
-tm_size(void *p)
-{
-    return p ? (int)((int64_t *)p)[-1] : 0;
-}
-
-static int
-tm_roundup(int n)
-{
-    return (n + 7) & ~7;
-}
-
-static int
-tm_init(void *x)
-{
-    (void)x;
-    return 0;
-}
-
-static void
-tm_shutdown(void *x)
-{
-    (void)x;
-}
-
 /* Open with the thread, two commits each waking it (the main thread waits while the
  * thread checkpoints, so the allocation count stays in one thread at a time), close. */
 static int
@@ -499,8 +444,6 @@ copy_file(const char *from, const char *to)
 
 TEST(allocation_failure_sweep_with_thread)
 {
-    static const sqlite3_mem_methods methods = {tm_malloc,  tm_free, tm_realloc,  tm_size,
-                                                tm_roundup, tm_init, tm_shutdown, NULL};
     char template[8192];
     const char *path;
     int failures = 0, clean = 0;
@@ -508,8 +451,7 @@ TEST(allocation_failure_sweep_with_thread)
 
     snprintf(template, sizeof(template), "%s", test_path("template.db"));
     path = test_path("oom.db");
-    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_MALLOC, &methods), SQLITE_OK);
-    CHECK_EQ_INT(sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0), SQLITE_OK);
+    tdb_route_sqlite_alloc();
     /* The schema is made once: the sweep is about the thread's connection and the
      * commits and close around it, not the migrations test_store already sweeps. */
     store_close(open_ckpt(template, 0, 0));
