@@ -366,6 +366,70 @@ TEST(no_inherited_fds_and_stdin_is_devnull)
     sandbox_result_release(&r);
 }
 
+/*
+ * The child that execs bwrap shares our memory until its exec and runs with every signal
+ * blocked: what the command sees must still be a clean slate (nothing ignored, nothing
+ * blocked), whatever the daemon ignores or blocks.
+ */
+TEST(signals_are_reset_for_the_command)
+{
+    struct sandbox_result r;
+    sigset_t m;
+
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+#if defined(__x86_64__) || defined(__aarch64__)
+    {
+        /* Signal 33, which glibc's sigaction refuses to touch (make ignores it, for one). */
+        unsigned long ign[8] = {(unsigned long)SIG_IGN}; /* the kernel's sigaction */
+        CHECK(syscall(SYS_rt_sigaction, 33, ign, NULL, (size_t)8) == 0);
+    }
+#endif
+    sigemptyset(&m);
+    sigaddset(&m, SIGUSR2);
+    sigaddset(&m, SIGINT);
+    CHECK(sigprocmask(SIG_BLOCK, &m, NULL) == 0);
+    run("grep -E '^Sig(Blk|Ign)' /proc/$$/status; grep -E '^Sig(Blk|Ign)' /proc/self/status", &r);
+    CHECK_EQ_STR(out_of(&r), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+                             "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+    sandbox_result_release(&r);
+}
+
+/* A bwrap that cannot be exec'd: a clear error, the child reaped, and the next run works. */
+TEST(exec_failure_is_reported)
+{
+    struct sandbox_result r;
+    struct sandbox_spec s;
+    struct err err;
+    char dir[4200], path[4300], *old = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+    FILE *f;
+    int st;
+
+    need_sandbox();
+    snprintf(dir, sizeof(dir), "%s/fakebin", test_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(path, sizeof(path), "%s/bwrap", dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("not an executable\n", f); /* no #!: execve fails with ENOEXEC */
+    fclose(f);
+    CHECK(chmod(path, 0755) == 0);
+    setenv("PATH", dir, 1);
+    spec_init(&s, "echo hi");
+    CHECK(sandbox_run(&s, &r, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "cannot start") != NULL && strstr(err.msg, path) != NULL &&
+                  strstr(err.msg, "format") != NULL,
+              "%s", err.msg);
+    CHECK(waitpid(-1, &st, WNOHANG) < 0 && errno == ECHILD);
+    if (old != NULL) {
+        setenv("PATH", old, 1);
+        free(old);
+    }
+    run("echo hi", &r);
+    CHECK_EQ_STR(out_of(&r), "hi\n");
+    sandbox_result_release(&r);
+}
+
 TEST(long_commands_run)
 {
     struct sandbox_spec s;
@@ -1123,7 +1187,8 @@ TEST(prepared_runs_a_1mib_command)
 
 TESTS(seatbelt_escapes_paths, spec_rejects_bad_input, exit_codes_and_output,
       binary_output_kept_as_bytes, workspace_is_cwd_and_writable, environment_is_clean,
-      no_inherited_fds_and_stdin_is_devnull, long_commands_run, output_capped_and_counted,
+      no_inherited_fds_and_stdin_is_devnull, signals_are_reset_for_the_command,
+      exec_failure_is_reported, long_commands_run, output_capped_and_counted,
       timeout_kills_everything, nothing_survives_a_normal_exit, cancel_kills_and_reports,
       tmp_and_shm_are_capped, writes_outside_workspace_fail, home_files_are_invisible,
       network_is_unreachable, keyring_canary_unreadable, unix_socket_canary_unreachable,

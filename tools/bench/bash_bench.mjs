@@ -13,7 +13,9 @@
 // release), run (bwrap + shell + prelude + command + pid-1 wait), commit (rescan, blobs,
 // checkpoint transaction, state), json (encode and write the response) and the MCP round
 // trip (the client's time minus those). The warm daemon prepares the next sandbox after
-// each answer, between the rounds' other steps. Ratios only; nothing asserts on speed.
+// each answer, during an untimed pause (BASH_BENCH_SETTLE_MS, default 40; 0 gives the old
+// order, where that set-up overlapped the next timed call). Ratios only; nothing asserts
+// on speed.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -85,13 +87,21 @@ function timeShell(into) {
   if (r.stdout !== 'hi\n') throw new Error('sh');
 }
 const logStart = 0; /* lines are tagged by session; the setup calls are a few extra samples */
-// Each warm call comes after other steps, so its prepared sandbox has finished setting
-// up (a call right after the previous answer would wait for that set-up).
+// After each warm answer the warm daemon prepares the session's next sandbox: a bwrap
+// building its namespaces and mounts (~10-15 ms of CPU). On 2 cores that set-up would run
+// beside whatever is timed next and slow it (it inflated the cold 100-file call by 1-3 ms
+// before this pause), so each warm call is followed by an untimed pause of SETTLE_MS;
+// the pause is not part of any measurement. The same pause keeps each warm call's prepared
+// sandbox ready by the time it is used.
+const SETTLE_MS = Number(process.env.BASH_BENCH_SETTLE_MS ?? 40);
+const settle = () => new Promise((res) => setTimeout(res, SETTLE_MS));
 for (let i = 0; i < N; i++) {
   await timeWarm(times.w);
+  await settle();
   await timeBash(small, times.s);
   timeRaw(small, times.rs);
   await timeWarm(times.wc, catCmd);
+  await settle();
   await timeBash(large, times.l);
   timeRaw(large, times.rl);
   timeShell(times.sh);
@@ -119,7 +129,7 @@ function phaseLine(rows, total) {
   return line;
 }
 const f = (x) => x.toFixed(2);
-console.log(`bash_bench: ${N} interleaved rounds, per-call p50 in ms`);
+console.log(`bash_bench: ${N} interleaved rounds, per-call p50 in ms (untimed ${SETTLE_MS} ms pause after each warm call)`);
 console.log(`  warm, 100 files: session_bash ${f(p50(times.w))}  raw cold bwrap ${f(p50(times.rs))}  ratio ${f(p50(times.w) / p50(times.rs))} (target <= 0.5; ${warmHits}/${N} calls warm)`);
 console.log(`  where the warm call's time goes:   ${phaseLine(phases.warm, p50(times.w))}`);
 console.log('    (sync: workspace to head; spawn: validity check of the prepared sandbox, pipe write,');
