@@ -641,41 +641,14 @@ snapshot_import(const struct admin *a, const char *file, const char *name)
 {
     struct store *st = NULL;
     struct store_snapshot s;
-    struct buf data;
     struct err err;
-    char head[4] = {0};
-    int fd, rc;
+    int rc = admin_open_db(a, 1, &st);
 
-    fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "drun-admin: error: cannot read '%s': %s\n", file, strerror(errno));
-        return EXIT_FAIL;
-    }
-    rc = (int)read(fd, head, sizeof(head));
-    close(fd);
-    rc = admin_open_db(a, 1, &st);
     if (rc != 0) {
         return rc;
     }
-    if (memcmp(head, "DRUN", 4) == 0) {
-        /* The original drun's format: name it after the file unless told. */
-        char stem[STORE_SNAPSHOT_NAME_MAX + 1];
-        const char *base = strrchr(file, '/');
-        size_t k = 0;
-        base = base ? base + 1 : file;
-        for (; base[k] != '\0' && base[k] != '.' && k < STORE_SNAPSHOT_NAME_MAX; k++) {
-            stem[k] = base[k];
-        }
-        stem[k] = '\0';
-        buf_init(&data, DRUNFILE_MAX);
-        rc = drunfile_read(file, &data, &err);
-        if (rc == 0) {
-            rc = drunfile_import(st, data.data, data.len, name ? name : stem, stem, &s, &err);
-        }
-        buf_release(&data);
-    } else {
-        rc = store_snapshot_import(st, file, name, ws_manifest_refs, NULL, &s, &err);
-    }
+    memset(&s, 0, sizeof(s));
+    rc = drunfile_import_path(st, file, name, &s, &err);
     store_close(st);
     if (rc < 0) {
         return admin_fail(&err);

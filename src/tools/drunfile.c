@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "util/mem.h"
+#include "util/timeutil.h"
 #include "workspace/workspace.h"
 
 int
@@ -474,5 +475,84 @@ drunfile_import(struct store *st, const void *data, size_t len, const char *name
     }
     rc = import_json(st, root, name, source, out, err);
     cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- importing a snapshot file of either kind ------------------------------------------ */
+
+#define STEM_MAX 80 /* file stem kept in an imported snapshot's generated name */
+
+/* "<file stem, made a valid snapshot name>-<UTC time, digits only>". */
+static void
+fresh_name(const char *path, char *out, size_t size)
+{
+    const char *base = strrchr(path, '/');
+    char iso[32];
+    size_t k = 0;
+
+    base = base ? base + 1 : path;
+    while (*base == '.' || *base == '-') {
+        base++;
+    }
+    for (; *base != '\0' && *base != '.' && k < STEM_MAX && k + 1 < size; base++) {
+        char c = *base;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '-';
+        out[k++] = ok ? c : '_';
+    }
+    if (k == 0) {
+        k = (size_t)snprintf(out, size, "import");
+    }
+    time_format_iso(time_now_ms(), iso, sizeof(iso));
+    if (k + 1 < size) {
+        out[k++] = '-';
+    }
+    for (const char *c = iso; *c != '\0' && k + 1 < size; c++) {
+        if (*c != '-' && *c != ':' && *c != '.') {
+            out[k++] = *c;
+        }
+    }
+    out[k] = '\0';
+}
+
+int
+drunfile_import_path(struct store *st, const char *path, const char *name,
+                     struct store_snapshot *out, struct err *err)
+{
+    char fresh[STORE_SNAPSHOT_NAME_MAX + 1], head[4] = {0};
+    struct stat sb;
+    struct buf data;
+    ssize_t got;
+    int fd, rc;
+
+    /* Only regular files are opened: opening a device or a FIFO can have effects. */
+    if (stat(path, &sb) < 0) {
+        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
+                       "cannot read snapshot file '%.200s': %s", path, strerror(errno));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
+    }
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        return err_set(err, ERR_IO, "cannot read snapshot file '%.200s': %s", path,
+                       strerror(errno));
+    }
+    got = read(fd, head, sizeof(head));
+    close(fd);
+    fresh_name(path, fresh, sizeof(fresh));
+    if (got == 4 && drunfile_is_drun(head, 4)) {
+        buf_init(&data, DRUNFILE_MAX);
+        rc = drunfile_read(path, &data, err);
+        if (rc == 0) {
+            rc = drunfile_import(st, data.data, data.len, name ? name : fresh, fresh, out, err);
+        }
+        buf_release(&data);
+        return rc;
+    }
+    rc = store_snapshot_import(st, path, name, ws_manifest_refs, NULL, out, err);
+    if (rc < 0 && name == NULL && err->code == ERR_EXISTS) {
+        rc = store_snapshot_import(st, path, fresh, ws_manifest_refs, NULL, out, err);
+    }
     return rc;
 }

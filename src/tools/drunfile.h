@@ -30,6 +30,16 @@ int drunfile_is_drun(const void *data, size_t len);
 int drunfile_import(struct store *st, const void *data, size_t len, const char *name,
                     const char *source, struct store_snapshot *out, struct err *err);
 
+/*
+ * Imports the snapshot file at `path`, whichever kind it is: an original drun .drun file
+ * (told by its magic) or one of our SQLite exports (store_snapshot_import: every blob's
+ * hash checked). Only a regular file is opened. The snapshot is named `name`; with NULL,
+ * an export keeps the name it was exported with, and a .drun file, or an export whose name
+ * is taken, gets "<file stem>-<UTC time>". Nothing is kept on any error. Fills *out.
+ */
+int drunfile_import_path(struct store *st, const char *path, const char *name,
+                         struct store_snapshot *out, struct err *err);
+
 /* Reads a whole file (at most DRUNFILE_MAX bytes) into out. */
 int drunfile_read(const char *path, struct buf *out, struct err *err);
 

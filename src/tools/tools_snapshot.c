@@ -50,7 +50,6 @@
 #define SNAP_LIST_MAX  1000  /* portable files list_snapshots reports */
 #define SNAP_META_MAX  65536 /* largest .drun.meta read */
 #define SNAP_PATH_MAX  4096  /* longest path argument */
-#define SNAP_STEM_MAX  80    /* file stem kept in an imported snapshot's name */
 #define SNAP_SQLITE_HD "SQLite format 3"
 
 /* "2026-01-02T03:04:05.678Z" -> "20260102T030405678Z": valid in a name and a file stem. */
@@ -620,82 +619,6 @@ fail:
 
 /* ---- session_restore ------------------------------------------------------------------- */
 
-/* "<file stem, made a valid name>-<UTC time>" for a snapshot imported from path. */
-static void
-import_name(const char *path, char *out, size_t size)
-{
-    const char *base = strrchr(path, '/');
-    char t[32];
-    size_t k = 0;
-
-    base = base ? base + 1 : path;
-    while (*base == '.' || *base == '-') {
-        base++;
-    }
-    for (; *base != '\0' && *base != '.' && k < SNAP_STEM_MAX && k + 1 < size; base++) {
-        char c = *base;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '-';
-        out[k++] = ok ? c : '_';
-    }
-    if (k == 0) {
-        k = (size_t)snprintf(out, size, "import");
-    }
-    compact_time(t, sizeof(t));
-    snprintf(out + k, size - k, "-%s", t);
-}
-
-/* Imports the file at path into a new DB snapshot; its name goes to name. */
-static int
-import_file(struct store *st, const char *path, char *name, size_t size, struct err *err)
-{
-    struct store_snapshot snap;
-    struct stat sb;
-    struct buf data;
-    char head[4] = {0};
-    int fd, rc;
-    ssize_t got;
-
-    memset(&snap, 0, sizeof(snap));
-    /* Only regular files are opened: opening a device or a FIFO can have effects. */
-    if (stat(path, &sb) < 0) {
-        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
-                       "cannot read snapshot file '%.200s': %s", path, strerror(errno));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
-    }
-    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        return err_set(err, ERR_IO, "cannot read snapshot file '%.200s': %s", path,
-                       strerror(errno));
-    }
-    got = read(fd, head, sizeof(head));
-    close(fd);
-    import_name(path, name, size);
-    if (got == 4 && drunfile_is_drun(head, 4)) {
-        char stem[STORE_SNAPSHOT_NAME_MAX + 1];
-        snprintf(stem, sizeof(stem), "%s", name);
-        buf_init(&data, DRUNFILE_MAX);
-        rc = drunfile_read(path, &data, err);
-        if (rc == 0) {
-            rc = drunfile_import(st, data.data, data.len, name, stem, &snap, err);
-        }
-        buf_release(&data);
-    } else {
-        /* Keep the name it was exported with when it is free; else a fresh one. */
-        rc = store_snapshot_import(st, path, NULL, ws_manifest_refs, NULL, &snap, err);
-        if (rc < 0 && err->code == ERR_EXISTS) {
-            rc = store_snapshot_import(st, path, name, ws_manifest_refs, NULL, &snap, err);
-        }
-    }
-    if (rc == 0) {
-        snprintf(name, size, "%s", snap.name);
-    }
-    store_snapshot_release(&snap);
-    return rc;
-}
-
 /*
  * The read door for session_restore's path (the reference reads any host path: its
  * section 14, item 18). A snapshot file is read from under snapshots_dir, or through the
@@ -826,7 +749,9 @@ do_session_restore(struct tool_call *call)
         }
         policy_unref(p);
         path = real;
-        if (import_file(env->store, path, snap, sizeof(snap), &err) < 0) {
+        struct store_snapshot got;
+        memset(&got, 0, sizeof(got));
+        if (drunfile_import_path(env->store, path, NULL, &got, &err) < 0) {
             /* The message names the file and what is wrong with it. */
             tool_call_done_err(call,
                                err.code == ERR_NOTFOUND || err.code == ERR_INVAL
@@ -835,6 +760,8 @@ do_session_restore(struct tool_call *call)
                                &err);
             return;
         }
+        snprintf(snap, sizeof(snap), "%s", got.name);
+        store_snapshot_release(&got);
         imported = 1;
     }
     memset(&ss, 0, sizeof(ss));

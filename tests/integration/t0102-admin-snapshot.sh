@@ -49,6 +49,18 @@ t_begin "snapshot create with a taken name: exit 1, says so"
 run --db "$db" snapshot create "$sid" --name demo
 [ "$(rc)" = 1 ] && has err "'demo' already exists" && t_ok || t_fail "rc $(rc)"
 
+t_begin "snapshot import of an original .drun file whose name is not a snapshot name"
+# "DRUN" + zstd of the original's JSON (reference 6.1); the file stem has a space and a
+# '+', which the generated name replaces, so the import still works.
+printf '%s' '{"checkpoint_idx":1,"parent":null,"label":"legacy","overlays":{},"blobs":[[104,105,10]],"checkpoints":[{"id":0,"stdout":"","stderr":"","steps":[],"files":{}},{"id":1,"stdout":"","stderr":"","tool":"session_write_files","steps":[],"files":{"a.txt":0}}],"chat_log":[]}' |
+    zstd -3 -q -c >"$T_TMP/j.zst"
+{ printf 'DRUN'; cat "$T_TMP/j.zst"; } >"$T_TMP/old run+1.drun"
+"$A" --db "$T_TMP/d.db" db migrate >/dev/null
+run --db "$T_TMP/d.db" snapshot import "$T_TMP/old run+1.drun"
+[ "$(rc)" = 0 ] && has out "imported snapshot 'old_run_1-[0-9TZ]*'" &&
+    [ "$(sqlite3 "$T_TMP/d.db" "SELECT count(*) FROM snapshots WHERE name LIKE 'old_run_1-%'")" = 1 ] &&
+    t_ok || t_fail "rc $(rc): $(cat "$T_TMP/out" "$T_TMP/err")"
+
 t_begin "snapshot export, then import into an empty DB, is identical"
 "$A" --db "$T_TMP/b.db" db migrate >/dev/null
 run --db "$db" snapshot export demo -o "$T_TMP/demo.snap"
