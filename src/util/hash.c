@@ -1,26 +1,37 @@
 /*
- * hash.c - SHA-256 through libcrypto's EVP interface, and hex. See hash.h.
+ * hash.c - SHA-256 through libcrypto, and hex. See hash.h.
+ *
+ * libcrypto's low-level SHA256_Init/Update/Final, not its EVP interface: EVP fetches the
+ * algorithm and allocates its context inside libcrypto, so under memory pressure
+ * EVP_Digest and EVP_DigestUpdate fail, and a caller that cannot fail (hashing is on every
+ * store path) had only abort() left. The low-level functions work on memory we own and
+ * cannot fail, so hashing never allocates except the one context hash_new() returns, and
+ * that failure is an ordinary NULL the callers already handle. OpenSSL 3 marks these
+ * functions deprecated in favour of EVP; they remain in its API, and the warning is
+ * silenced here only.
  */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
+
 #include "util/hash.h"
 
-#include <openssl/evp.h>
-#include <stdlib.h>
-
-#include "util/mem.h"
+#include <openssl/sha.h>
 #include <string.h>
 
+#include "util/mem.h"
+
 struct hash_ctx {
-    EVP_MD_CTX *md;
+    SHA256_CTX sha;
 };
 
 void
 hash_sha256(const void *data, size_t len, uint8_t out[HASH_LEN])
 {
-    unsigned int n = HASH_LEN;
+    SHA256_CTX sha;
 
-    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != HASH_LEN) {
-        abort(); /* libcrypto cannot compute SHA-256: nothing can be stored safely */
-    }
+    SHA256_Init(&sha);
+    SHA256_Update(&sha, data, len);
+    SHA256_Final(out, &sha);
+    memset(&sha, 0, sizeof(sha));
 }
 
 struct hash_ctx *
@@ -31,41 +42,27 @@ hash_new(void)
     if (h == NULL) {
         return NULL;
     }
-    h->md = EVP_MD_CTX_new();
-    if (h->md == NULL || EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(h->md);
-        mem_free(h);
-        return NULL;
-    }
+    SHA256_Init(&h->sha);
     return h;
 }
 
 void
 hash_update(struct hash_ctx *h, const void *data, size_t len)
 {
-    if (EVP_DigestUpdate(h->md, data, len) != 1) {
-        abort();
-    }
+    SHA256_Update(&h->sha, data, len);
 }
 
 void
 hash_final(struct hash_ctx *h, uint8_t out[HASH_LEN])
 {
-    unsigned int n = HASH_LEN;
-
-    if (EVP_DigestFinal_ex(h->md, out, &n) != 1 || n != HASH_LEN) {
-        abort();
-    }
+    SHA256_Final(out, &h->sha);
     hash_free(h);
 }
 
 void
 hash_free(struct hash_ctx *h)
 {
-    if (h != NULL) {
-        EVP_MD_CTX_free(h->md);
-        mem_free(h);
-    }
+    mem_free(h);
 }
 
 void

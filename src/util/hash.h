@@ -17,10 +17,11 @@
 
 struct hash_ctx; /* opaque incremental state */
 
-/* Hashes `len` bytes into out. Cannot fail short of libcrypto being broken (aborts). */
+/* Hashes `len` bytes into out. Allocates nothing and cannot fail. */
 void hash_sha256(const void *data, size_t len, uint8_t out[HASH_LEN]);
 
-/* Incremental hashing: new -> update* -> final (which frees the context). */
+/* Incremental hashing: new -> update* -> final (which frees the context); only new
+ * allocates, so only it can fail. */
 struct hash_ctx *hash_new(void); /* NULL on allocation failure */
 void hash_update(struct hash_ctx *h, const void *data, size_t len);
 void hash_final(struct hash_ctx *h, uint8_t out[HASH_LEN]);
