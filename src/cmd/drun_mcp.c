@@ -4,8 +4,15 @@
  * An MCP client starts drun-mcp as a child and talks JSON-RPC on its stdin/stdout. The
  * first thing it does is keep a private copy of fd 1 for protocol output and point fd 1
  * at stderr: a stray printf anywhere (ours or a library's) then lands in the log instead
- * of corrupting the protocol stream. SIGPIPE is ignored so a client that goes away is
- * an EPIPE the transport handles (clean shutdown), not a silent death.
+ * of corrupting the protocol stream.
+ *
+ * Signals. SIGPIPE is ignored so a client that goes away is an EPIPE the transport
+ * handles (clean shutdown), not a silent death. SIGXFSZ is ignored so a file-size limit
+ * (ulimit -f, prlimit --fsize) makes the write that passes it fail with EFBIG, which the
+ * call in flight reports as an error, instead of killing the daemon mid-call. SIGHUP,
+ * like SIGTERM and SIGINT, is caught by the transport and begins a clean shutdown; it is
+ * ignored until then so a hang-up during start-up cannot kill it half-way. Sandboxed
+ * commands get every disposition reset to the default (sandbox/bwrap.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +40,8 @@
 static void
 usage(void)
 {
-    fprintf(stderr, "usage: drun-mcp --db PATH [--config PATH] [--max-line-bytes N] [-v]\n"
+    fprintf(stderr, "usage: drun-mcp --db PATH [--config PATH] [--max-line-bytes N] "
+                    "[--max-queue-bytes N] [--client-stall-ms MS] [-v]\n"
                     "       drun-mcp [--config PATH] config add-path|remove-path|add-domain|"
                     "remove-domain|list [ARG] [--config PATH]\n"
                     "       drun-mcp doctor [--db PATH] [--config PATH]\n"
@@ -93,6 +101,8 @@ main(int argc, char **argv)
 
     memset(&opts, 0, sizeof(opts));
     memset(&env, 0, sizeof(env));
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--db") == 0 && i + 1 < argc) {
@@ -107,6 +117,24 @@ main(int argc, char **argv)
                         argv[i]);
                 return 2;
             }
+        } else if (strcmp(a, "--max-queue-bytes") == 0 && i + 1 < argc) {
+            if (parse_size(argv[++i], &opts.max_queue_bytes) < 0) {
+                fprintf(stderr,
+                        "drun-mcp: --max-queue-bytes '%s' must be a number of bytes "
+                        "from 1024 to 4294967296\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (strcmp(a, "--client-stall-ms") == 0 && i + 1 < argc) {
+            size_t ms = 0;
+            if (parse_size(argv[++i], &ms) < 0 || ms > 86400000) {
+                fprintf(stderr,
+                        "drun-mcp: --client-stall-ms '%s' must be a number of milliseconds "
+                        "from 1024 to 86400000 (a day)\n",
+                        argv[i]);
+                return 2;
+            }
+            opts.stall_ms = (int)ms;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             verbose++;
         } else if (strcmp(a, "-vv") == 0) {
@@ -210,6 +238,7 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
+    signal(SIGHUP, SIG_IGN); /* the transport's handler is gone; finish cleaning up */
     /* Releases every claim, so another drun-mcp can attach these sessions at once. */
     session_mgr_free(env.sessions);
     store_close(st);

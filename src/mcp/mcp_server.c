@@ -12,8 +12,11 @@
  * - Every request gets exactly one response, except a tools/call the client cancelled.
  *   Notifications never get one.
  * - Ids are echoed exactly: a string as is, an integer as the text the client sent.
- * - Bytes waiting for the client never pass max_queue_bytes: a client that stops
- *   reading is dropped (logged), so it cannot make the daemon grow without bound.
+ * - Back-pressure: while more than max_queue_bytes wait for the client, no input is read,
+ *   so a client that stops reading stops sending work; reading resumes once the queue
+ *   drains below half the bound. Only a client that reads nothing at all for stall_ms
+ *   while paused is dropped (logged). What queues past the bound is bounded by the calls
+ *   already in flight and each tool's output caps.
  * - After shutdown begins no input is read; calls in flight are cancelled and get
  *   shutdown_grace_ms to end; then every handle is closed and mcp_serve() returns.
  *
@@ -48,7 +51,6 @@
 #define META_PROTOCOL_VERSION "io.modelcontextprotocol/protocolVersion"
 #define META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"
 #define READ_CHUNK            ((size_t)64 << 10)
-#define ID_TEXT_MAX           64
 
 const char *const mcp_versions[] = {"2026-07-28", "2025-11-25", "2025-06-18",
                                     "2025-03-26", "2024-11-05", NULL};
@@ -66,8 +68,8 @@ struct server;
 struct mcp_req {
     struct mcp_req *next, *prev;
     struct server *srv;
-    cJSON *id;                 /* owned: the id to echo */
-    char key[ID_TEXT_MAX + 8]; /* "s:..." or "n:..." for notifications/cancelled */
+    cJSON *id; /* owned: the id to echo (raw: its exact original text) */
+    char *key; /* owned: "s:<string>" or "n:<integer text>", for notifications/cancelled */
     struct tool_call *call;
     int cancelled;
     int modern;
@@ -105,8 +107,10 @@ struct server {
     int out_open;
     int out_broken;
     size_t queued;
+    int input_paused; /* reading stopped because the output queue is over its bound */
+    uv_timer_t stall; /* runs while paused: the client has read nothing for stall_ms */
 
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     uv_timer_t grace;
     int grace_started;
     int finishing; /* on_final is scheduled */
@@ -123,6 +127,10 @@ struct server {
 
 static void begin_shutdown(struct server *s, const char *why);
 static void maybe_finish(struct server *s);
+static void input_pressure(struct server *s);
+static void input_resume(struct server *s);
+static void start_fs_read(struct server *s);
+static void on_stall(uv_timer_t *t);
 
 /* ---- output --------------------------------------------------------------------- */
 
@@ -139,6 +147,11 @@ on_written(uv_write_t *w, int status)
         log_info("output closed (%s); shutting down", uv_strerror(status));
         begin_shutdown(s, "output closed");
     }
+    if (status == 0 && s->input_paused) {
+        /* The client is reading: it has stall_ms again from now. */
+        uv_timer_start(&s->stall, on_stall, (uint64_t)s->opts.stall_ms, 0);
+    }
+    input_resume(s);
     maybe_finish(s);
 }
 
@@ -151,46 +164,26 @@ close_output(struct server *s)
     }
 }
 
-/* Sends one message (ownership of msg passes). */
-static void
-send_msg(struct server *s, cJSON *msg)
+/*
+ * Queues one line (text without its newline). Returns 0, or -1 if no memory was left to
+ * queue it (nothing was sent). A broken output swallows the line and returns 0.
+ */
+static int
+queue_line(struct server *s, const char *text, size_t len)
 {
-    char *text;
-    size_t len;
     struct wreq *wr;
 
-    if (s->out_broken || msg == NULL) {
-        cJSON_Delete(msg);
-        return;
-    }
-    text = cJSON_PrintUnformatted(msg);
-    cJSON_Delete(msg);
-    if (text == NULL) {
-        log_error("cannot encode an outgoing message: out of memory");
-        return;
-    }
-    len = strlen(text);
-    if (s->queued + len + 1 > s->opts.max_queue_bytes) {
-        log_error("the client is not reading: %zu bytes are waiting, over the %zu-byte cap; "
-                  "dropping the connection",
-                  s->queued + len + 1, s->opts.max_queue_bytes);
-        cJSON_free(text);
-        s->out_broken = 1;
-        close_output(s);
-        begin_shutdown(s, "output queue full");
-        return;
+    if (s->out_broken) {
+        return 0;
     }
     wr = mem_alloc(sizeof(*wr) + len + 1);
     if (wr == NULL) {
-        log_error("cannot queue an outgoing message: out of memory");
-        cJSON_free(text);
-        return;
+        return -1;
     }
     memcpy(wr->data, text, len);
     wr->data[len] = '\n';
     wr->len = len + 1;
     wr->srv = s;
-    cJSON_free(text);
 
     if (!s->out_stream) {
         /* A regular file or device: plain blocking writes keep the order. */
@@ -209,7 +202,7 @@ send_msg(struct server *s, cJSON *msg)
             off += (size_t)n;
         }
         mem_free(wr);
-        return;
+        return 0;
     }
     uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
     s->queued += wr->len;
@@ -217,10 +210,107 @@ send_msg(struct server *s, cJSON *msg)
     if (rc < 0) {
         s->queued -= wr->len;
         mem_free(wr);
+        if (rc == UV_ENOMEM) {
+            return -1;
+        }
         s->out_broken = 1;
         log_info("output closed (%s); shutting down", uv_strerror(rc));
         begin_shutdown(s, "output closed");
+        return 0;
     }
+    input_pressure(s);
+    return 0;
+}
+
+/*
+ * The answer of last resort to request `id` (raw JSON text, or NULL for null) when
+ * memory ran out while building or queueing its real answer: a fixed error built without
+ * cJSON. If even that cannot be queued, the request would hang forever, so the server
+ * says why on stderr and shuts down cleanly instead.
+ */
+static void
+answer_oom_text(struct server *s, const char *id, size_t id_len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    static const char tail[] = ",\"error\":{\"code\":-32603,\"message\":\"internal error: the "
+                               "server ran out of memory; retry the request\"}}";
+    char small[512];
+    char *text = small;
+    size_t len;
+
+    if (id == NULL) {
+        id = "null";
+        id_len = 4;
+    }
+    len = sizeof(head) - 1 + id_len + sizeof(tail) - 1;
+    if (len > sizeof(small) && (text = mem_alloc(len)) == NULL) {
+        goto fatal;
+    }
+    memcpy(text, head, sizeof(head) - 1);
+    memcpy(text + sizeof(head) - 1, id, id_len);
+    memcpy(text + sizeof(head) - 1 + id_len, tail, sizeof(tail) - 1);
+    if (queue_line(s, text, len) < 0) {
+        if (text != small) {
+            mem_free(text);
+        }
+        goto fatal;
+    }
+    if (text != small) {
+        mem_free(text);
+    }
+    log_error("out of memory: answered request %.*s with an internal error", (int)id_len, id);
+    return;
+fatal:
+    log_error("out of memory: cannot answer request %.*s; shutting down", (int)id_len, id);
+    begin_shutdown(s, "out of memory");
+}
+
+static void
+answer_oom(struct server *s, const cJSON *id)
+{
+    if (cJSON_IsRaw(id)) {
+        answer_oom_text(s, id->valuestring, strlen(id->valuestring));
+    } else {
+        answer_oom_text(s, NULL, 0);
+    }
+}
+
+/*
+ * Sends one message (ownership of msg passes). `id` is the request it answers (NULL for
+ * a notification): if memory runs out, that request still gets an error answer.
+ */
+static void
+send_msg(struct server *s, cJSON *msg, const cJSON *id)
+{
+    char *text;
+
+    if (s->out_broken) {
+        cJSON_Delete(msg);
+        return;
+    }
+    text = msg ? cJSON_PrintUnformatted(msg) : NULL;
+    cJSON_Delete(msg);
+    if (text == NULL || queue_line(s, text, strlen(text)) < 0) {
+        cJSON_free(text);
+        if (id != NULL) {
+            answer_oom(s, id);
+        } else {
+            log_error("cannot send a notification: out of memory");
+        }
+        return;
+    }
+    cJSON_free(text);
+}
+
+/* Adds item to obj; on failure frees item and returns -1 (cJSON leaves it unowned). */
+static int
+add_item(cJSON *obj, const char *key, cJSON *item)
+{
+    if (item == NULL || !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        return -1;
+    }
+    return 0;
 }
 
 static cJSON *
@@ -228,11 +318,11 @@ envelope(const cJSON *id)
 {
     cJSON *m = cJSON_CreateObject();
 
-    if (m == NULL) {
+    if (m == NULL || cJSON_AddStringToObject(m, "jsonrpc", "2.0") == NULL ||
+        add_item(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull()) < 0) {
+        cJSON_Delete(m);
         return NULL;
     }
-    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-    cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
     return m;
 }
 
@@ -244,15 +334,21 @@ send_result(struct server *s, const cJSON *id, cJSON *result, int modern)
     if (m == NULL || result == NULL) {
         cJSON_Delete(m);
         cJSON_Delete(result);
-        log_error("cannot build a response: out of memory");
+        answer_oom(s, id);
         return;
     }
     if (modern && cJSON_IsObject(result) &&
-        cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL) {
-        cJSON_AddStringToObject(result, "resultType", "complete");
+        cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL &&
+        cJSON_AddStringToObject(result, "resultType", "complete") == NULL) {
+        cJSON_Delete(result);
+        result = NULL;
     }
-    cJSON_AddItemToObject(m, "result", result);
-    send_msg(s, m);
+    if (add_item(m, "result", result) < 0) {
+        cJSON_Delete(m);
+        answer_oom(s, id);
+        return;
+    }
+    send_msg(s, m, id);
 }
 
 static void
@@ -261,19 +357,26 @@ send_error(struct server *s, const cJSON *id, int code, const char *message, cJS
     cJSON *m = envelope(id);
     cJSON *e = cJSON_CreateObject();
 
-    if (m == NULL || e == NULL) {
-        cJSON_Delete(m);
-        cJSON_Delete(e);
+    if (e == NULL) {
         cJSON_Delete(data);
+    } else if (data != NULL && add_item(e, "data", data) < 0) {
+        cJSON_Delete(e); /* add_item freed data */
+        e = NULL;
+    }
+    if (e != NULL && (cJSON_AddNumberToObject(e, "code", code) == NULL ||
+                      cJSON_AddStringToObject(e, "message", message) == NULL)) {
+        cJSON_Delete(e);
+        e = NULL;
+    }
+    if (m == NULL || e == NULL || add_item(m, "error", e) < 0) {
+        if (m == NULL) {
+            cJSON_Delete(e);
+        }
+        cJSON_Delete(m);
+        answer_oom(s, id);
         return;
     }
-    cJSON_AddNumberToObject(e, "code", code);
-    cJSON_AddStringToObject(e, "message", message);
-    if (data != NULL) {
-        cJSON_AddItemToObject(e, "data", data);
-    }
-    cJSON_AddItemToObject(m, "error", e);
-    send_msg(s, m);
+    send_msg(s, m, id);
 }
 
 /* A protocol-level error: counted, logged once, answered. */
@@ -424,6 +527,7 @@ req_unlink(struct mcp_req *r)
         r->next->prev = r->prev;
     }
     cJSON_Delete(r->id);
+    mem_free(r->key);
     mem_free(r);
 }
 
@@ -459,24 +563,63 @@ on_call_progress(void *ctx, cJSON *params)
         cJSON_Delete(params);
         return;
     }
-    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-    cJSON_AddStringToObject(m, "method", "notifications/progress");
-    cJSON_AddItemToObject(m, "params", params);
-    send_msg(r->srv, m);
+    if (cJSON_AddStringToObject(m, "jsonrpc", "2.0") == NULL ||
+        cJSON_AddStringToObject(m, "method", "notifications/progress") == NULL ||
+        add_item(m, "params", params) < 0) {
+        cJSON_Delete(m);
+        log_warn("a progress notification was dropped: out of memory");
+        return;
+    }
+    send_msg(r->srv, m, NULL);
 }
 
-static void
-id_key(const cJSON *id, char *out, size_t size)
+/* The parts of the incoming line that handlers need beside the parsed message. */
+struct line_ctx {
+    const char *text; /* the original line, as checked */
+    const struct mcp_json_scan *sc;
+};
+
+/* Copies a span of the line into a raw cJSON value, echoed as exactly that text. */
+static cJSON *
+raw_value(const struct line_ctx *lc, const struct mcp_json_span *sp)
 {
-    if (cJSON_IsString(id)) {
-        snprintf(out, size, "s:%s", id->valuestring);
-    } else if (cJSON_IsRaw(id)) {
-        snprintf(out, size, "n:%s", id->valuestring);
-    } else if (cJSON_IsNumber(id)) {
-        snprintf(out, size, "n:%.0f", id->valuedouble);
+    char *text = mem_strndup(lc->text + sp->start, sp->len);
+    cJSON *v = text ? cJSON_CreateRaw(text) : NULL;
+
+    mem_free(text);
+    return v;
+}
+
+/*
+ * The key that notifications/cancelled finds a call by: "s:" and the decoded string, or
+ * "n:" and the integer's exact text (so 9007199254740993 and 9007199254740992 differ).
+ * Returns an owned string; NULL (with *nomem set if memory ran out) if v is neither.
+ */
+static char *
+req_key(const cJSON *v, const struct line_ctx *lc, const struct mcp_json_span *sp, int *nomem)
+{
+    const char *text;
+    size_t len;
+    char kind, *out;
+
+    *nomem = 0;
+    if (cJSON_IsString(v)) {
+        kind = 's', text = v->valuestring, len = strlen(v->valuestring);
+    } else if (cJSON_IsNumber(v) && sp->found && sp->kind == MCP_JSON_INTEGER) {
+        kind = 'n', text = lc->text + sp->start, len = sp->len;
     } else {
-        snprintf(out, size, "?");
+        return NULL;
     }
+    out = mem_alloc(len + 3);
+    if (out == NULL) {
+        *nomem = 1;
+        return NULL;
+    }
+    out[0] = kind;
+    out[1] = ':';
+    memcpy(out + 2, text, len);
+    out[len + 2] = '\0';
+    return out;
 }
 
 static struct mcp_req *
@@ -491,15 +634,19 @@ find_req(struct server *s, const char *key)
 }
 
 static void
-do_tools_call(struct server *s, const cJSON *id, const cJSON *params, int modern)
+do_tools_call(struct server *s, const cJSON *id, const cJSON *idj, const cJSON *params, int modern,
+              const struct line_ctx *lc)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+    const struct mcp_json_scan *sc = lc->sc;
     struct tool_call_req treq;
     struct tool_call_host host;
     struct mcp_req *r;
-    char cname[128] = "", cversion[64] = "";
+    cJSON *raw_token = NULL;
+    char cname[128] = "", cversion[64] = "", refusal[256];
+    int nomem = 0;
 
     if (!cJSON_IsString(name)) {
         protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
@@ -514,14 +661,18 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *params, int modern
         return;
     }
     r = mem_calloc(1, sizeof(*r));
-    if (r == NULL || (r->id = cJSON_Duplicate(id, 1)) == NULL) {
+    if (r == NULL || (r->id = cJSON_Duplicate(id, 1)) == NULL ||
+        (r->key = req_key(idj, lc, &sc->slot[MCP_SLOT_ID], &nomem)) == NULL) {
+        if (r != NULL) {
+            cJSON_Delete(r->id);
+        }
         mem_free(r);
-        send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        answer_oom(s, id);
         return;
     }
-    id_key(id, r->key, sizeof(r->key));
     if (find_req(s, r->key) != NULL) {
         cJSON_Delete(r->id);
+        mem_free(r->key);
         mem_free(r);
         protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
                        "request id is already in use by a call in flight; use a new id");
@@ -540,15 +691,33 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *params, int modern
     copy_client_info(cJSON_GetObjectItemCaseSensitive(meta, META_CLIENT_INFO), cname, sizeof(cname),
                      cversion, sizeof(cversion));
     treq.arguments = cJSON_GetObjectItemCaseSensitive(params, "arguments");
-    treq.progress_token = (cJSON_IsString(token) || cJSON_IsNumber(token)) ? token : NULL;
+    /* The token goes back in each progress notification as the client's exact text. */
+    if ((cJSON_IsString(token) || cJSON_IsNumber(token)) && sc->slot[MCP_SLOT_TOKEN].found) {
+        raw_token = raw_value(lc, &sc->slot[MCP_SLOT_TOKEN]);
+        if (raw_token == NULL) {
+            answer_oom(s, id);
+            req_unlink(r);
+            return;
+        }
+    }
+    treq.progress_token = raw_token;
     treq.client_name = cname[0] ? cname : NULL;
     treq.client_version = cversion[0] ? cversion : NULL;
+    if (sc->uncarriable) {
+        /* Only reached when it lies inside the arguments: the model can fix those. */
+        snprintf(refusal, sizeof(refusal),
+                 "the arguments hold %s at byte %zu of the message, which drun cannot carry; "
+                 "remove it (send binary content base64-encoded where the tool accepts it)",
+                 sc->uncarriable_why, sc->uncarriable_at);
+        treq.refusal = refusal;
+    }
     host.respond = on_call_respond;
     host.progress = on_call_progress;
     host.ctx = r;
     r->call = tools_call_new(s->env, &treq, &host);
+    cJSON_Delete(raw_token);
     if (r->call == NULL) {
-        send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        answer_oom(s, id);
         req_unlink(r);
         return;
     }
@@ -568,22 +737,26 @@ cancel_req(struct mcp_req *r)
 /* ---- one message ---------------------------------------------------------------------- */
 
 static void
-do_notification(struct server *s, const char *method, const cJSON *params)
+do_notification(struct server *s, const char *method, const cJSON *params,
+                const struct line_ctx *lc)
 {
     s->n_notifications++;
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        char key[ID_TEXT_MAX + 8];
-        struct mcp_req *r;
+        int nomem = 0;
+        char *key = req_key(rid, lc, &lc->sc->slot[MCP_SLOT_REQUEST_ID], &nomem);
+        struct mcp_req *r = key ? find_req(s, key) : NULL;
 
-        id_key(rid, key, sizeof(key));
-        r = find_req(s, key);
         if (r != NULL) {
-            log_info("request %s cancelled by the client", key + 2);
+            log_info("request %.200s cancelled by the client", key + 2);
             cancel_req(r);
+        } else if (nomem) {
+            log_error("out of memory: a cancellation could not be matched to its call");
         } else {
-            log_debug("cancellation for request %s, which is not in flight", key);
+            log_debug("cancellation for request %.200s, which is not in flight",
+                      key ? key + 2 : "(not a string or an integer)");
         }
+        mem_free(key);
     } else if (strcmp(method, "notifications/initialized") == 0) {
         log_debug("client sent notifications/initialized");
     } else {
@@ -591,33 +764,28 @@ do_notification(struct server *s, const char *method, const cJSON *params)
     }
 }
 
-/* Builds the id to echo: a string as is, an integer as its exact text. NULL if invalid. */
+/*
+ * Builds the id to echo: a string or an integer, as the exact text the client sent.
+ * Returns NULL with *nomem 0 if the id is of another kind, or 1 if memory ran out.
+ */
 static cJSON *
-make_id(const cJSON *idj, const char *line, size_t len)
+make_id(const cJSON *idj, const struct line_ctx *lc, int *nomem)
 {
-    const char *raw;
-    size_t n;
+    const struct mcp_json_span *sp = &lc->sc->slot[MCP_SLOT_ID];
+    cJSON *id;
 
-    if (cJSON_IsString(idj)) {
-        return cJSON_CreateString(idj->valuestring);
+    *nomem = 0;
+    if (!sp->found || !(sp->kind == MCP_JSON_STRING || sp->kind == MCP_JSON_INTEGER) ||
+        !(cJSON_IsString(idj) || cJSON_IsNumber(idj))) {
+        return NULL; /* null, a fraction or exponent, true, an object: not a JSON-RPC id */
     }
-    if (!cJSON_IsNumber(idj) || mcp_json_raw_member(line, len, "id", &raw, &n) < 0 || n == 0 ||
-        n > ID_TEXT_MAX) {
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!((raw[i] >= '0' && raw[i] <= '9') || (i == 0 && raw[i] == '-'))) {
-            return NULL; /* a fraction or exponent: JSON-RPC ids are strings or integers */
-        }
-    }
-    char text[ID_TEXT_MAX + 1];
-    memcpy(text, raw, n);
-    text[n] = '\0';
-    return cJSON_CreateRaw(text);
+    id = raw_value(lc, sp);
+    *nomem = id == NULL;
+    return id;
 }
 
 static void
-handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
+handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
 {
     const cJSON *jsonrpc = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
     const cJSON *idj = cJSON_GetObjectItemCaseSensitive(msg, "id");
@@ -626,7 +794,7 @@ handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
     const cJSON *meta, *pv;
     cJSON *id = NULL;
     const char *method;
-    int modern = 0;
+    int modern = 0, nomem = 0;
 
     if (idj == NULL && mj == NULL) {
         protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
@@ -646,14 +814,24 @@ handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
             log_warn("protocol error: ignoring a malformed notification");
             return;
         }
-        do_notification(s, mj->valuestring, params);
+        if (lc->sc->uncarriable) {
+            s->n_protocol_errors++;
+            log_warn("protocol error: ignoring a notification that holds %s at byte %zu",
+                     lc->sc->uncarriable_why, lc->sc->uncarriable_at);
+            return;
+        }
+        do_notification(s, mj->valuestring, params, lc);
         return;
     }
     s->n_requests++;
-    id = make_id(idj, line, len);
+    id = make_id(idj, lc, &nomem);
     if (id == NULL) {
-        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
-                       "'id' must be a string or an integer (at most %d characters)", ID_TEXT_MAX);
+        if (nomem) {
+            const struct mcp_json_span *sp = &lc->sc->slot[MCP_SLOT_ID];
+            answer_oom_text(s, lc->text + sp->start, sp->len);
+            return;
+        }
+        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "'id' must be a string or an integer");
         return;
     }
     if (!cJSON_IsString(jsonrpc) || strcmp(jsonrpc->valuestring, "2.0") != 0) {
@@ -667,6 +845,20 @@ handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
     method = mj->valuestring;
     if (params != NULL && !cJSON_IsObject(params)) {
         protocol_error(s, id, RPC_INVALID_PARAMS, NULL, "'params' must be an object");
+        goto out;
+    }
+    /*
+     * Valid JSON that drun cannot carry: refused with the request's own id, so the
+     * client's call completes. Inside a tool's arguments it is the tool's refusal
+     * (a result with isError), which the model reads and can act on.
+     */
+    if (lc->sc->uncarriable &&
+        !(strcmp(method, "tools/call") == 0 &&
+          mcp_json_span_holds(&lc->sc->slot[MCP_SLOT_ARGUMENTS], lc->sc->uncarriable_at))) {
+        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                       "invalid params: the message holds %s at byte %zu, which drun cannot "
+                       "carry; remove it (send binary data base64-encoded)",
+                       lc->sc->uncarriable_why, lc->sc->uncarriable_at);
         goto out;
     }
     if (s->shutting_down) {
@@ -712,7 +904,7 @@ handle_message(struct server *s, const cJSON *msg, const char *line, size_t len)
             send_result(s, id, r, modern);
         }
     } else if (strcmp(method, "tools/call") == 0) {
-        do_tools_call(s, id, params, modern);
+        do_tools_call(s, id, idj, params, modern, lc);
     } else {
         protocol_error(s, id, RPC_METHOD_NOT_FOUND, NULL, "method '%.100s' not found", method);
     }
@@ -723,8 +915,9 @@ out:
 static void
 handle_line(struct server *s, const char *p, size_t n)
 {
-    size_t bad = 0;
-    int depth;
+    struct mcp_json_scan sc;
+    struct line_ctx lc = {p, &sc};
+    char *copy = NULL;
     cJSON *msg;
 
     while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t')) {
@@ -733,20 +926,37 @@ handle_line(struct server *s, const char *p, size_t n)
     if (n == 0) {
         return; /* blank lines are not messages */
     }
-    if (!mcp_utf8_valid(p, n, &bad)) {
-        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
-                       "parse error: invalid UTF-8 at byte %zu; send UTF-8 JSON", bad);
+    if (mcp_json_check(p, n, s->opts.max_depth, &sc) < 0) {
+        if (sc.too_deep) {
+            protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                           "parse error: JSON nested deeper than %d levels", s->opts.max_depth);
+        } else {
+            protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                           "parse error at byte %zu: %s; send one JSON-RPC message (RFC 8259 "
+                           "JSON, UTF-8) per line",
+                           sc.bad_at, sc.why);
+        }
         return;
     }
-    depth = mcp_json_depth(p, n, s->opts.max_depth);
-    if (depth > s->opts.max_depth) {
-        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
-                       "parse error: JSON nested deeper than %d levels", s->opts.max_depth);
-        return;
+    if (sc.uncarriable) {
+        /* cJSON refuses a lone surrogate and cuts strings at \u0000: give it a copy
+         * without them, only to learn the id and method for the refusal. */
+        copy = mem_alloc(n);
+        if (copy != NULL) {
+            memcpy(copy, p, n);
+            mcp_json_neutralize(copy, n);
+        }
     }
-    msg = cJSON_ParseWithLength(p, n);
+    msg = (!sc.uncarriable || copy != NULL) ? cJSON_ParseWithLength(copy ? copy : p, n) : NULL;
+    mem_free(copy);
     if (msg == NULL) {
-        protocol_error(s, NULL, RPC_PARSE_ERROR, NULL, "parse error: the line is not valid JSON");
+        /* The text is JSON, so cJSON ran out of memory: answer a request, if it is one. */
+        const struct mcp_json_span *sp = &sc.slot[MCP_SLOT_ID];
+        if (sp->found && (sp->kind == MCP_JSON_STRING || sp->kind == MCP_JSON_INTEGER)) {
+            answer_oom_text(s, p + sp->start, sp->len);
+        } else {
+            log_error("out of memory: a message without an id was dropped");
+        }
         return;
     }
     if (cJSON_IsArray(msg)) {
@@ -754,17 +964,8 @@ handle_line(struct server *s, const char *p, size_t n)
                        "batches are not supported; send one message per line");
     } else if (!cJSON_IsObject(msg)) {
         protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "a message must be a JSON object");
-    } else if (mcp_json_has_nul(p, n)) {
-        const cJSON *idj = cJSON_GetObjectItemCaseSensitive(msg, "id");
-        if (idj == NULL) {
-            log_warn("protocol error: ignoring a notification with a NUL (\\u0000) in a string");
-        } else {
-            protocol_error(s, idj, RPC_INVALID_PARAMS, NULL,
-                           "invalid params: a string contains NUL (\\u0000), which drun cannot "
-                           "carry; remove it (send binary data as base64)");
-        }
     } else {
-        handle_message(s, msg, p, n);
+        handle_message(s, msg, &lc);
     }
     cJSON_Delete(msg);
 }
@@ -835,8 +1036,6 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     }
 }
 
-static void start_fs_read(struct server *s);
-
 static void
 on_fs_read(uv_fs_t *req)
 {
@@ -851,7 +1050,9 @@ on_fs_read(uv_fs_t *req)
     }
     if (n > 0) {
         feed(s, s->rbuf, (size_t)n);
-        start_fs_read(s);
+        if (!s->input_paused) {
+            start_fs_read(s);
+        }
     } else if (n == 0) {
         end_of_input(s);
     } else {
@@ -894,6 +1095,62 @@ open_stream(struct server *s, void *h, int fd, int readable)
         }
     }
     return 0;
+}
+
+/* ---- back-pressure -------------------------------------------------------------------- */
+
+static void
+on_stall(uv_timer_t *t)
+{
+    struct server *s = t->data;
+
+    if (!s->input_paused || s->out_broken) {
+        return;
+    }
+    log_error("the client has read nothing for %d ms with %zu bytes waiting; dropping the "
+              "connection (--client-stall-ms sets this limit)",
+              s->opts.stall_ms, s->queued);
+    s->out_broken = 1;
+    close_output(s);
+    begin_shutdown(s, "client stopped reading");
+}
+
+/* After queueing output: past the bound, stop reading input until the client catches up. */
+static void
+input_pressure(struct server *s)
+{
+    if (s->input_paused || s->shutting_down || s->queued <= s->opts.max_queue_bytes) {
+        return;
+    }
+    s->input_paused = 1;
+    log_info("%zu bytes wait for the client; not reading requests until it catches up", s->queued);
+    if (s->in_stream && s->in_open) {
+        uv_read_stop((uv_stream_t *)&s->in);
+    }
+    /* A file input simply does not start its next read (on_fs_read checks the flag). */
+    uv_timer_start(&s->stall, on_stall, (uint64_t)s->opts.stall_ms, 0);
+}
+
+/* After output drained: below half the bound, read input again. */
+static void
+input_resume(struct server *s)
+{
+    if (!s->input_paused || s->queued > s->opts.max_queue_bytes / 2) {
+        return;
+    }
+    s->input_paused = 0;
+    uv_timer_stop(&s->stall);
+    if (s->shutting_down) {
+        return;
+    }
+    log_info("the client caught up; reading requests again");
+    if (s->in_stream && s->in_open) {
+        if (uv_read_start((uv_stream_t *)&s->in, on_alloc, on_read) < 0) {
+            begin_shutdown(s, "input error");
+        }
+    } else if (!s->in_stream && !s->in_fs_busy) {
+        start_fs_read(s);
+    }
 }
 
 /* ---- shutdown ------------------------------------------------------------------------- */
@@ -969,6 +1226,9 @@ begin_shutdown(struct server *s, const char *why)
     }
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    /* A second SIGTERM or SIGINT now kills (the operator insists); a second SIGHUP, which
+     * a hang-up may well send, stays caught until the end. */
+    uv_timer_stop(&s->stall);
     /* Cancel each call once; a hook may end its call (and unlink it) at once. */
     for (;;) {
         for (r = s->inflight; r != NULL && r->cancelled; r = r->next) {
@@ -987,7 +1247,7 @@ static void
 on_signal(uv_signal_t *h, int signum)
 {
     struct server *s = h->data;
-    begin_shutdown(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    begin_shutdown(s, signum == SIGTERM ? "SIGTERM" : signum == SIGHUP ? "SIGHUP" : "SIGINT");
 }
 
 int
@@ -1013,6 +1273,9 @@ mcp_serve(struct tools_env *env, const struct mcp_opts *opts, struct err *err)
     if (s->opts.shutdown_grace_ms <= 0) {
         s->opts.shutdown_grace_ms = 2000;
     }
+    if (s->opts.stall_ms <= 0) {
+        s->opts.stall_ms = MCP_STALL_MS_DEFAULT;
+    }
     buf_init(&s->line, s->opts.max_line_bytes + 1);
     s->rbuf = mem_alloc(READ_CHUNK);
     if (s->rbuf == NULL) {
@@ -1033,11 +1296,16 @@ mcp_serve(struct tools_env *env, const struct mcp_opts *opts, struct err *err)
     s->in_open = s->in_stream;
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
-    s->sigterm.data = s->sigint.data = s;
+    uv_signal_init(&s->loop, &s->sighup);
+    s->sigterm.data = s->sigint.data = s->sighup.data = s;
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    /* The terminal or the client's session went away: the same clean end as SIGTERM. */
+    uv_signal_start(&s->sighup, on_signal, SIGHUP);
     uv_timer_init(&s->loop, &s->grace);
     s->grace.data = s;
+    uv_timer_init(&s->loop, &s->stall);
+    s->stall.data = s;
 
     if (s->in_stream) {
         rc = uv_read_start((uv_stream_t *)&s->in, on_alloc, on_read);

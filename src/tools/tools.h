@@ -79,6 +79,12 @@ struct tool_call_req {
     const cJSON *progress_token; /* _meta.progressToken or NULL (copied) */
     const char *client_name;     /* for this request (initialize or _meta); may be NULL */
     const char *client_version;
+    /*
+     * Non-NULL when the transport found something in the arguments that drun cannot
+     * carry (a NUL, a lone surrogate): the call ends at once, before the schema check,
+     * as an invalid_arguments tool error with this message (copied).
+     */
+    const char *refusal;
 };
 
 /*

@@ -30,6 +30,7 @@ struct tool_call {
     cJSON *progress_token; /* owned; NULL if none */
     char *client_name;     /* owned; may be NULL */
     char *client_version;
+    char *refusal;         /* owned; the transport's refusal of the arguments, or NULL */
     int64_t start_ms;      /* wall clock, for the audit row */
     int64_t start_mono_ms; /* for the duration */
     double last_progress;
@@ -100,13 +101,18 @@ tools_call_new(struct tools_env *env, const struct tool_call_req *req,
     if (req->client_version != NULL) {
         c->client_version = mem_strdup(req->client_version);
     }
+    if (req->refusal != NULL) {
+        c->refusal = mem_strdup(req->refusal);
+    }
     if (c->args == NULL || (req->progress_token && c->progress_token == NULL) ||
         (req->client_name && c->client_name == NULL) ||
-        (req->client_version && c->client_version == NULL)) {
+        (req->client_version && c->client_version == NULL) ||
+        (req->refusal && c->refusal == NULL)) {
         cJSON_Delete(c->args);
         cJSON_Delete(c->progress_token);
         mem_free(c->client_name);
         mem_free(c->client_version);
+        mem_free(c->refusal);
         mem_free(c);
         return NULL;
     }
@@ -297,6 +303,7 @@ finish(struct tool_call *c, cJSON *result, const char *code, const char *message
     cJSON_Delete(c->progress_token);
     mem_free(c->client_name);
     mem_free(c->client_version);
+    mem_free(c->refusal);
     mem_free(c);
     if (host.respond == NULL) {
         cJSON_Delete(result);
@@ -420,6 +427,12 @@ tools_call_run(struct tool_call *call)
     struct buf msg;
     const cJSON *schema = tools_schema(call->def);
 
+    if (call->refusal != NULL) {
+        char text[512];
+        snprintf(text, sizeof(text), "%s", call->refusal);
+        tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS, text, NULL);
+        return;
+    }
     if (!cJSON_IsObject(call->args)) {
         tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS,
                              "'arguments' must be an object; send {} for a tool without arguments",

@@ -1,5 +1,5 @@
 /*
- * test_mcp.c - the byte-level line checks (UTF-8, depth, raw id) and the schema check.
+ * test_mcp.c - the strict line check (RFC 8259, UTF-8, depth, spans) and the schema check.
  */
 #include "test.h"
 
@@ -20,24 +20,138 @@ TEST(utf8_accepts_and_refuses)
     CHECK(!mcp_utf8_valid("\x80", 1, NULL));
 }
 
-TEST(depth_counts_outside_strings)
+static int
+check(const char *t, struct mcp_json_scan *sc)
 {
-    CHECK_EQ_INT(mcp_json_depth("{\"a\":[[1]]}", 11, 64), 3);
-    CHECK_EQ_INT(mcp_json_depth("{\"a\":\"[[[[\\\"[[\"}", 16, 64), 1);
-    CHECK_EQ_INT(mcp_json_depth("[[[[", 4, 3), 4); /* stops at max + 1 */
+    return mcp_json_check(t, strlen(t), 64, sc);
 }
 
-TEST(raw_member_finds_exact_text)
+TEST(check_accepts_rfc_json)
 {
-    const char *t =
-        "{ \"x\": {\"id\": 2}, \"i\\u0064\" : 123456789012345678901234567890 , \"id\":5}";
-    const char *s = NULL;
-    size_t n = 0;
-    CHECK(mcp_json_raw_member(t, strlen(t), "id", &s, &n) == 0);
-    CHECK_EQ_INT(n, 30);
-    CHECK(strncmp(s, "123456789012345678901234567890", n) == 0);
-    CHECK(mcp_json_raw_member("[1]", 3, "id", &s, &n) < 0);
-    CHECK(mcp_json_raw_member("{\"a\":1}", 7, "id", &s, &n) < 0);
+    struct mcp_json_scan sc;
+    const char *yes[] = {"{}",
+                         " [ ] ",
+                         "0",
+                         "-0",
+                         "-0.5e+10",
+                         "1E-2",
+                         "123",
+                         "\"\"",
+                         "true",
+                         "null",
+                         "false",
+                         "{\"a\":[1,2.5,\"x\\\"y\\\\\\/\\b\\f\\n\\r\\t\\u00e9\"],\"b\":{}}",
+                         "[\"\\ud83d\\ude00\"]",
+                         "\t[1]\r",
+                         "[\"\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80\"]"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        CHECK_EQ_INT(check(yes[i], &sc), 0);
+        CHECK_EQ_INT(sc.uncarriable, 0);
+    }
+}
+
+TEST(check_refuses_what_the_rfc_refuses)
+{
+    struct mcp_json_scan sc;
+    const char *no[] = {"01",
+                        "-",
+                        "1.",
+                        ".5",
+                        "1e",
+                        "+1",
+                        "0x1",
+                        "1 2",
+                        "{}x",
+                        "{} {}",
+                        "[1,]",
+                        "{\"a\":1,}",
+                        "{a:1}",
+                        "['a']",
+                        "True",
+                        "nul",
+                        "[\"a\\qb\"]",
+                        "[\"\\uqqqq\"]",
+                        "[\"\\u12zz\"]",
+                        "[\"a\tb\"]",
+                        "[\"\x1f\"]",
+                        "\xef\xbb\xbf{}",
+                        "[\"\xc0\xaf\"]",
+                        "[\"\xed\xa0\x80\"]",
+                        "\f[]",
+                        "[",
+                        "\"abc",
+                        "{\"a\"}",
+                        "[1]]",
+                        "",
+                        "   "};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        CHECK_EQ_INT(check(no[i], &sc), -1);
+        CHECK(sc.why != NULL);
+    }
+    /* a raw NUL byte, which strlen would not see */
+    CHECK_EQ_INT(mcp_json_check("[\"a\0b\"]", 7, 64, &sc), -1);
+    CHECK(strstr(sc.why, "NUL") != NULL);
+}
+
+TEST(check_depth_bound)
+{
+    struct mcp_json_scan sc;
+    CHECK_EQ_INT(mcp_json_check("[[[]]]", 6, 3, &sc), 0);
+    CHECK_EQ_INT(mcp_json_check("[[[[]]]]", 8, 3, &sc), -1);
+    CHECK_EQ_INT(sc.too_deep, 1);
+    CHECK_EQ_INT(mcp_json_check("[\"[[[[[\"]", 9, 1, &sc), 0); /* brackets in strings */
+}
+
+TEST(check_records_exact_spans)
+{
+    struct mcp_json_scan sc;
+    const char *t = "{ \"x\": {\"id\": 2}, \"i\\u0064\" : 123456789012345678901234567890 , "
+                    "\"id\":5, \"params\":{\"_meta\":{\"progressToken\":1180591620717411303424},"
+                    "\"arguments\":{\"a\":[1]},\"requestId\":\"r\"}}";
+    const struct mcp_json_span *sp;
+
+    CHECK_EQ_INT(check(t, &sc), 0);
+    sp = &sc.slot[MCP_SLOT_ID];
+    CHECK(sp->found && sp->kind == MCP_JSON_INTEGER);
+    CHECK_EQ_INT(sp->len, 30);
+    CHECK(strncmp(t + sp->start, "123456789012345678901234567890", sp->len) == 0);
+    sp = &sc.slot[MCP_SLOT_TOKEN];
+    CHECK(sp->found && strncmp(t + sp->start, "1180591620717411303424", sp->len) == 0);
+    sp = &sc.slot[MCP_SLOT_ARGUMENTS];
+    CHECK(sp->found && sp->kind == MCP_JSON_OBJECT &&
+          strncmp(t + sp->start, "{\"a\":[1]}", sp->len) == 0);
+    sp = &sc.slot[MCP_SLOT_REQUEST_ID];
+    CHECK(sp->found && sp->kind == MCP_JSON_STRING && strncmp(t + sp->start, "\"r\"", 3) == 0);
+    CHECK_EQ_INT(check("{\"id\":1.5}", &sc), 0);
+    CHECK_EQ_INT(sc.slot[MCP_SLOT_ID].kind, MCP_JSON_NUMBER);
+    CHECK_EQ_INT(check("[{\"id\":1}]", &sc), 0);
+    CHECK_EQ_INT(sc.slot[MCP_SLOT_ID].found, 0); /* only the top-level object's */
+}
+
+TEST(check_flags_what_drun_cannot_carry)
+{
+    struct mcp_json_scan sc;
+    const char *yes[] = {"{\"a\":\"x\\u0000y\"}", "[\"\\u0000\"]", "{\"\\u0000\":1}",
+                         "[\"\\ud800x\"]",        "[\"\\udc00\"]", "[\"\\ud800\\u0041\"]"};
+    const char *no[] = {"{\"a\":\"x\\\\u0000\"}", "{\"a\":\"\\u0001\"}", "[\"\\ud800\\udc00\"]"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        char copy[64];
+        size_t n = strlen(yes[i]);
+        cJSON *j;
+        CHECK_EQ_INT(check(yes[i], &sc), 0);
+        CHECK_EQ_INT(sc.uncarriable, 1);
+        memcpy(copy, yes[i], n);
+        mcp_json_neutralize(copy, n);
+        CHECK_EQ_INT(mcp_json_check(copy, n, 64, &sc), 0);
+        CHECK_EQ_INT(sc.uncarriable, 0);
+        j = cJSON_ParseWithLength(copy, n);
+        CHECK(j != NULL);
+        cJSON_Delete(j);
+    }
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        CHECK_EQ_INT(check(no[i], &sc), 0);
+        CHECK_EQ_INT(sc.uncarriable, 0);
+    }
 }
 
 static int
@@ -79,17 +193,6 @@ TEST(schema_check_edges)
     buf_release(&msg);
 }
 
-TEST(nul_escape_found_only_inside_strings)
-{
-    const char *yes[] = {"{\"a\":\"x\\u0000y\"}", "[\"\\u0000\"]", "{\"\\u0000\":1}"};
-    const char *no[] = {"{\"a\":\"x\\\\u0000\"}", "{\"a\":\"\\u0001\"}"};
-    for (size_t i = 0; i < 3; i++) {
-        CHECK_EQ_INT(mcp_json_has_nul(yes[i], strlen(yes[i])), 1);
-    }
-    CHECK_EQ_INT(mcp_json_has_nul(no[0], strlen(no[0])), 0); /* an escaped backslash */
-    CHECK_EQ_INT(mcp_json_has_nul(no[1], strlen(no[1])), 0); /* another escape */
-}
-
 TEST(registry_order_and_duplicates)
 {
     struct err err;
@@ -119,5 +222,6 @@ TEST(registry_order_and_duplicates)
     tools_registry_reset();
 }
 
-TESTS(utf8_accepts_and_refuses, depth_counts_outside_strings, raw_member_finds_exact_text,
-      schema_check_edges, registry_order_and_duplicates, nul_escape_found_only_inside_strings)
+TESTS(utf8_accepts_and_refuses, check_accepts_rfc_json, check_refuses_what_the_rfc_refuses,
+      check_depth_bound, check_records_exact_spans, check_flags_what_drun_cannot_carry,
+      schema_check_edges, registry_order_and_duplicates)
