@@ -101,6 +101,15 @@ $(BUILD)/tests/drun-mcp-testing: $(MCP_SRC:%.c=$(BUILD)/obj/%.o) \
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# build/tests/failmalloc.so: the LD_PRELOAD shim with which test_oom.mjs fails the N-th
+# allocation of drun-mcp. Never built with the sanitizers, which replace malloc themselves.
+ifneq ($(MCP_SRC),)
+all: $(BUILD)/tests/failmalloc.so
+endif
+$(BUILD)/tests/failmalloc.so: tests/support/failmalloc/failmalloc.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -g -fPIC -shared -Wall -Wextra -Werror -o $@ $<
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libdrun.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
