@@ -43,6 +43,7 @@ const notJson = [
   ['an invalid escape in a host path', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_from_host","arguments":{"path":"' + allowed + '/victim\\uqqqq.bak"}}}'],
   ['an invalid escape in a command', '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"session_bash","arguments":{"command":"echo safe\\uqqqq; rm -rf x"}}}'],
   ['\\u12zz', '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"secret\\u12zzhidden"}}'],
+  ['an invalid escape in file content', '{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"session_write_files","arguments":{"description":"d","entries":[{"path":"f","content":"secret\\uzzzzhidden"}]}}}'],
   ['\\q', '{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"a\\qb"}}'],
   ['two objects on one line', '{"jsonrpc":"2.0","id":5,"method":"ping"}{"jsonrpc":"2.0","id":6,"method":"ping"}'],
   ['trailing text', '{"jsonrpc":"2.0","id":7,"method":"ping"}xyz'],
