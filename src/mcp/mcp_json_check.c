@@ -18,6 +18,9 @@
 
 #include <string.h>
 
+#define NOT_A_VALUE                                                                                \
+    "not a JSON value (strings need double quotes; the literals are true, false and null)"
+
 enum role { ROLE_NONE, ROLE_TOP, ROLE_PARAMS, ROLE_META };
 
 struct ck {
@@ -330,8 +333,7 @@ check_literal(struct ck *c, const char *word)
     size_t len = strlen(word);
 
     if (c->n - c->i < len || memcmp(c->p + c->i, word, len) != 0) {
-        return fail(c, "not a JSON value (strings need double quotes; the literals are "
-                       "true, false and null)");
+        return fail(c, NOT_A_VALUE);
     }
     c->i += len;
     return 0;
@@ -378,7 +380,7 @@ check_value(struct ck *c, int depth, enum role role, int slot)
         if (c->p[c->i] == '-' || (c->p[c->i] >= '0' && c->p[c->i] <= '9')) {
             rc = check_number(c, &kind);
         } else {
-            rc = check_literal(c, "\x01"); /* not a value: the literal's message */
+            rc = fail(c, NOT_A_VALUE);
         }
         break;
     }

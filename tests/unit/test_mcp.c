@@ -83,7 +83,10 @@ TEST(check_refuses_what_the_rfc_refuses)
                         "{\"a\"}",
                         "[1]]",
                         "",
-                        "   "};
+                        "   ",
+                        "\x01", /* a control byte outside a string */
+                        "[\x01]",
+                        "{\"a\":\x01}"};
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
         CHECK_EQ_INT(check(no[i], &sc), -1);
         CHECK(sc.why != NULL);
