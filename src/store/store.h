@@ -151,15 +151,17 @@ int store_blob_has(struct store *st, const uint8_t hash[HASH_LEN], int *exists, 
 
 /*
  * Streaming blob writer, for content too big to hold in memory (session_fetch bodies):
- * open -> write* -> finish (or abort). The bytes are hashed and zstd-compressed chunk by
- * chunk into an unlinked temporary file beside the database; finish inserts the row
+ * open -> write* -> finish (or abort). Past STORE_BLOB_HEAD the bytes go to the writer's
+ * own thread, which hashes them and zstd-compresses them (or, when a sample shows they do
+ * not compress, keeps them raw) into an unlinked temporary file beside the database;
+ * write copies into a bounded queue and waits only when it is full. finish inserts the row
  * (unless the hash is already stored) and copies the frame in with sqlite3_blob_write,
  * in pieces. Memory stays near the compressor's (512 KiB window) whatever the size.
  * Content that fits in STORE_BLOB_HEAD is stored exactly as store_blob_put would. A
- * streamed blob is one zstd frame (codec 1) that declares its size, so store_blob_get
- * reads and verifies it as any other. Past the blob cap: ERR_TOOBIG; a full disk: ERR_IO
- * naming the temporary file (or the database error), with nothing stored. finish and
- * abort free the writer in every case.
+ * streamed blob is one zstd frame (codec 1) that declares its size, or raw bytes (codec
+ * 0), so store_blob_get reads and verifies it as any other. Past the blob cap: ERR_TOOBIG;
+ * a full disk: ERR_IO naming the temporary file (or the database error), with nothing stored.
+ * finish and abort free the writer in every case.
  */
 #define STORE_BLOB_CHUNK ((size_t)1 << 20)
 /* Content up to this size is buffered and stored as store_blob_put would (raw when zstd

@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,8 +366,24 @@ store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out, 
 /*
  * Until more than STORE_BLOB_HEAD bytes arrive, the writer only buffers them, and a
  * small blob goes through blob_put (so it is stored exactly as store_blob_put stores it:
- * codec 0 when zstd does not help). Past that the writer streams: the buffered bytes and
- * every later chunk go through ZSTD_compressStream2 into an unlinked temporary file.
+ * codec 0 when zstd does not help). Past that the writer streams into an unlinked
+ * temporary file, and the work moves to a thread of its own.
+ *
+ * Threads. The caller (session_fetch's sink, on the daemon's loop) only copies bytes into
+ * one of WRITER_SLOTS slots of WRITER_SLOT bytes and queues each full slot; the writer's
+ * worker thread hashes it, compresses it (or not, below) and writes it to the temporary
+ * file, so hashing and compressing overlap the download and run on the other core. A
+ * caller that fills every slot waits for the worker to free one: that back-pressure
+ * bounds memory, and it holds the caller for at most one slot's work (about 1 ms), so
+ * the loop keeps answering between chunks. end (and abort) wait for the worker to drain
+ * the queue and join it: no thread outlives an ended writer.
+ *
+ * Incompressible content (archives, images, random bytes) is stored raw. The worker
+ * decides on the first slot: it compresses a sample of up to WRITER_SAMPLE bytes at
+ * zstd's fastest level and, if that saves less than 1/16, the whole blob goes to the
+ * temporary file uncompressed and is stored as codec 0. This costs one sample
+ * compression (~0.3 ms) instead of zstd's work on every byte. A body whose first
+ * chunk is random but whose rest is text is stored raw: a missed saving, never a loss.
  *
  * zstd cannot declare the content size of a frame whose size was unknown when it began,
  * and reads insist on it (store_zstd_decompress). So the stream is written without one,
@@ -375,35 +392,59 @@ store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out, 
  * window and an 8-byte Frame_Content_Size (RFC 8878 section 3.1.1.1).
  */
 /*
- * Memory. A stream holds one compressor whose window is capped at 2^STREAM_WINDOW_LOG
- * (the level's own would be 2 MiB), with its match tables capped to suit, plus the
- * head (at most STORE_BLOB_HEAD bytes, freed as the stream starts) and an output buffer
- * of ZSTD_CStreamOutSize(). The reader (store_blob_write_fd) and the copy into the row
- * work in STREAM_IO pieces. Smaller windows cost little here: the big bodies a fetch
- * brings (archives, wheels, images) are already compressed, and a document's repeats
- * sit mostly within 512 KiB.
+ * Memory. A compressing stream holds one compressor whose window is capped at
+ * 2^STREAM_WINDOW_LOG (the level's own would be 2 MiB), with its match tables capped to
+ * suit, plus the slots (WRITER_SLOTS * WRITER_SLOT) and an output buffer of
+ * ZSTD_CStreamOutSize(). A raw stream holds only the slots. The reader
+ * (store_blob_write_fd) and the copy into the row work in STREAM_IO pieces. Smaller
+ * windows cost little here: the big bodies a fetch brings (archives, wheels, images) are
+ * already compressed, and a document's repeats sit mostly within 512 KiB.
  */
 #define STREAM_WINDOW_LOG 19
 #define STREAM_HASH_LOG   16
 #define STREAM_CHAIN_LOG  15
 #define STREAM_IO         ((size_t)256 << 10)
+#define STREAM_LEVEL      1 /* at most: zstd's fastest, so compression keeps up with a download */
+#define WRITER_SLOTS      2
+#define WRITER_SLOT       ((size_t)256 << 10)
+#define WRITER_SAMPLE     ((size_t)128 << 10)
 
 #define ZFRAME_MAGIC  0xFD2FB528u
 #define ZHDR_STREAMED 6  /* magic + descriptor + window descriptor */
 #define ZHDR_DECLARED 14 /* the same + 8-byte content size */
 
+enum writer_codec { WCODEC_UNDECIDED = -1, WCODEC_RAW = 0, WCODEC_ZSTD = 1 };
+
 struct store_blob_writer {
     struct store *st;
-    struct buf head;       /* the first STORE_BLOB_HEAD bytes, until the writer streams */
+    struct buf head; /* the first STORE_BLOB_HEAD bytes, until the writer streams */
+    uint64_t raw;    /* bytes written */
+    int streaming, ended, failed;
+    int thread_up;
+    pthread_t thr;
+
+    /* Shared with the worker, under mu. Slot (q_head + q_count) % WRITER_SLOTS is the
+     * caller's (filled up to fill_len); the q_count slots from q_head are the worker's. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;  /* a slot was queued, or done */
+    pthread_cond_t cv_space; /* a slot was freed, or the worker stopped */
+    char *slot[WRITER_SLOTS];
+    size_t slot_len[WRITER_SLOTS];
+    size_t q_head, q_count, fill_len;
+    int done;    /* no more slots will come */
+    int discard; /* abort: drop what is queued */
+    int wfailed; /* the worker failed: werr says why */
+    struct err werr;
+
+    /* The worker's own (the caller reads them only after joining it). */
     struct hash_ctx *hash; /* over the raw bytes */
-    ZSTD_CCtx *cctx;       /* while streaming; NULL once ended */
+    ZSTD_CCtx *cctx;       /* while compressing */
     void *zout;            /* the compressor's output buffer */
     size_t zout_len;
+    int codec;                /* enum writer_codec */
     int fd;                   /* the temporary file, -1 before streaming */
-    uint64_t raw;             /* bytes written */
     uint64_t packed;          /* bytes in the temporary file */
     uint8_t digest[HASH_LEN]; /* the SHA-256, once ended */
-    int streaming, ended, failed;
 };
 
 static int
@@ -501,21 +542,20 @@ writer_compress(struct store_blob_writer *w, const void *data, size_t len, ZSTD_
     }
 }
 
+/* Sets up the compressor (worker thread). */
 static int
-writer_start_stream(struct store_blob_writer *w, struct err *err)
+writer_start_zstd(struct store_blob_writer *w, struct err *err)
 {
     size_t n;
 
-    if (writer_tmpfile(w, err) < 0) {
-        return -1;
-    }
     w->cctx = ZSTD_createCCtx();
     w->zout_len = ZSTD_CStreamOutSize();
     w->zout = mem_alloc(w->zout_len);
     if (w->cctx == NULL || w->zout == NULL) {
         return err_set(err, ERR_NOMEM, "cannot compress a blob: out of memory");
     }
-    n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->st->zstd_level);
+    n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel,
+                               w->st->zstd_level < STREAM_LEVEL ? w->st->zstd_level : STREAM_LEVEL);
     if (!ZSTD_isError(n)) {
         n = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 0);
     }
@@ -531,9 +571,183 @@ writer_start_stream(struct store_blob_writer *w, struct err *err)
     if (ZSTD_isError(n)) {
         return err_set(err, ERR_INTERNAL, "cannot compress a blob: %s", ZSTD_getErrorName(n));
     }
+    w->codec = WCODEC_ZSTD;
+    return 0;
+}
+
+/*
+ * Decides, from the first slot, whether the blob is worth compressing (worker thread):
+ * zstd's fastest level on a sample; less than 1/16 saved means raw.
+ */
+static int
+writer_decide(struct store_blob_writer *w, const char *data, size_t len, struct err *err)
+{
+    size_t n = len < WRITER_SAMPLE ? len : WRITER_SAMPLE;
+    size_t cap = ZSTD_compressBound(n);
+    void *tmp = mem_alloc(cap);
+    size_t z;
+
+    if (tmp == NULL) {
+        return err_set(err, ERR_NOMEM, "cannot compress a blob: out of memory");
+    }
+    z = ZSTD_compress(tmp, cap, data, n, 1);
+    mem_free(tmp);
+    if (!ZSTD_isError(z) && z * 16 > n * 15) {
+        w->codec = WCODEC_RAW;
+        return 0;
+    }
+    return writer_start_zstd(w, err);
+}
+
+/* One slot's work (worker thread): hash, then compress or copy into the temporary file. */
+static int
+writer_process(struct store_blob_writer *w, const char *data, size_t len, struct err *err)
+{
+    hash_update(w->hash, data, len);
+    if (w->codec == WCODEC_UNDECIDED && writer_decide(w, data, len, err) < 0) {
+        return -1;
+    }
+    if (w->codec == WCODEC_RAW) {
+        return writer_pwrite(w, data, len, err);
+    }
+    return writer_compress(w, data, len, ZSTD_e_continue, err);
+}
+
+static void *
+writer_main(void *arg)
+{
+    struct store_blob_writer *w = arg;
+    struct err e = {0};
+    int failed = 0;
+
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->q_count == 0 && !w->done) {
+            pthread_cond_wait(&w->cv_work, &w->mu);
+        }
+        if (w->q_count == 0 || w->discard) {
+            break;
+        }
+        size_t i = w->q_head;
+        pthread_mutex_unlock(&w->mu);
+        if (!failed && writer_process(w, w->slot[i], w->slot_len[i], &e) < 0) {
+            failed = 1;
+        }
+        pthread_mutex_lock(&w->mu);
+        if (failed && !w->wfailed) {
+            w->wfailed = 1;
+            w->werr = e;
+        }
+        w->q_head = (w->q_head + 1) % WRITER_SLOTS;
+        w->q_count--;
+        pthread_cond_signal(&w->cv_space);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!failed && !w->discard && w->codec == WCODEC_ZSTD) {
+        failed = writer_compress(w, "", 0, ZSTD_e_end, &e) < 0;
+    }
+    if (w->codec == WCODEC_UNDECIDED) {
+        w->codec = WCODEC_RAW; /* nothing came: cannot happen past the head, but be exact */
+    }
+    ZSTD_freeCCtx(w->cctx);
+    w->cctx = NULL;
+    mem_free(w->zout);
+    w->zout = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (failed && !w->wfailed) {
+        w->wfailed = 1;
+        w->werr = e;
+    }
+    pthread_cond_signal(&w->cv_space);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Queues the caller's slot (fill_len bytes) and waits for a free one. */
+static int
+writer_push(struct store_blob_writer *w, struct err *err)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&w->mu);
+    w->slot_len[(w->q_head + w->q_count) % WRITER_SLOTS] = w->fill_len;
+    w->q_count++;
+    w->fill_len = 0;
+    pthread_cond_signal(&w->cv_work);
+    while (w->q_count == WRITER_SLOTS && !w->wfailed) {
+        pthread_cond_wait(&w->cv_space, &w->mu);
+    }
+    if (w->wfailed) {
+        *err = w->werr;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Copies caller bytes into slots, queueing each full one. */
+static int
+writer_feed(struct store_blob_writer *w, const char *data, size_t len, struct err *err)
+{
+    while (len > 0) {
+        size_t k = WRITER_SLOT - w->fill_len;
+        char *dst = w->slot[(w->q_head + w->q_count) % WRITER_SLOTS];
+
+        if (k > len) {
+            k = len;
+        }
+        memcpy(dst + w->fill_len, data, k);
+        w->fill_len += k;
+        data += k;
+        len -= k;
+        if (w->fill_len == WRITER_SLOT && writer_push(w, err) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Stops the worker (after it drains the queue, unless discarding) and joins it. */
+static void
+writer_join(struct store_blob_writer *w, int discard)
+{
+    if (!w->thread_up) {
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    w->discard = discard;
+    pthread_cond_signal(&w->cv_work);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thr, NULL);
+    w->thread_up = 0;
+}
+
+static int
+writer_start_stream(struct store_blob_writer *w, struct err *err)
+{
+    int rc;
+
+    if (writer_tmpfile(w, err) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < WRITER_SLOTS; i++) {
+        w->slot[i] = mem_alloc(WRITER_SLOT);
+        if (w->slot[i] == NULL) {
+            return err_set(err, ERR_NOMEM, "out of memory streaming a blob");
+        }
+    }
+    w->hash = hash_new();
+    if (w->hash == NULL) {
+        return err_set(err, ERR_NOMEM, "out of memory streaming a blob");
+    }
+    rc = pthread_create(&w->thr, NULL, writer_main, w);
+    if (rc != 0) {
+        return err_set(err, ERR_NOMEM, "cannot start a thread to store a blob: %s", strerror(rc));
+    }
+    w->thread_up = 1;
     w->streaming = 1;
-    if (writer_compress(w, w->head.data ? w->head.data : "", w->head.len, ZSTD_e_continue, err) <
-        0) {
+    if (writer_feed(w, w->head.data ? w->head.data : "", w->head.len, err) < 0) {
         return -1;
     }
     buf_release(&w->head);
@@ -551,12 +765,11 @@ store_blob_writer_open(struct store *st, struct store_blob_writer **out, struct 
     }
     w->st = st;
     w->fd = -1;
+    w->codec = WCODEC_UNDECIDED;
     buf_init(&w->head, STORE_BLOB_HEAD);
-    w->hash = hash_new();
-    if (w->hash == NULL) {
-        mem_free(w);
-        return err_set(err, ERR_NOMEM, "out of memory opening a blob writer");
-    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv_work, NULL);
+    pthread_cond_init(&w->cv_space, NULL);
     *out = w;
     return 0;
 }
@@ -596,7 +809,6 @@ store_blob_writer_write(struct store_blob_writer *w, const void *data, size_t le
                 w->st->blob_max);
         return writer_fail(w, err);
     }
-    hash_update(w->hash, data, len);
     w->raw += len;
     if (!w->streaming) {
         if (w->head.len + len <= STORE_BLOB_HEAD) {
@@ -610,7 +822,7 @@ store_blob_writer_write(struct store_blob_writer *w, const void *data, size_t le
             return writer_fail(w, err);
         }
     }
-    if (writer_compress(w, data, len, ZSTD_e_continue, err) < 0) {
+    if (writer_feed(w, data, len, err) < 0) {
         return writer_fail(w, err);
     }
     return 0;
@@ -626,16 +838,24 @@ store_blob_writer_end(struct store_blob_writer *w, struct err *err)
         return 0;
     }
     if (w->streaming) {
-        if (writer_compress(w, "", 0, ZSTD_e_end, err) < 0) {
+        if (w->fill_len > 0 && writer_push(w, err) < 0) {
+            writer_join(w, 1);
             return writer_fail(w, err);
         }
-        ZSTD_freeCCtx(w->cctx);
-        w->cctx = NULL;
-        mem_free(w->zout);
-        w->zout = NULL;
+        writer_join(w, 0);
+        for (size_t i = 0; i < WRITER_SLOTS; i++) {
+            mem_free(w->slot[i]);
+            w->slot[i] = NULL;
+        }
+        if (w->wfailed) {
+            *err = w->werr;
+            return writer_fail(w, err);
+        }
+        hash_final(w->hash, w->digest);
+        w->hash = NULL;
+    } else {
+        hash_sha256(w->head.data ? w->head.data : "", w->head.len, w->digest);
     }
-    hash_final(w->hash, w->digest);
-    w->hash = NULL;
     w->ended = 1;
     return 0;
 }
@@ -643,13 +863,20 @@ store_blob_writer_end(struct store_blob_writer *w, struct err *err)
 static void
 writer_free(struct store_blob_writer *w)
 {
+    writer_join(w, 1);
     if (w->fd >= 0) {
         close(w->fd);
+    }
+    for (size_t i = 0; i < WRITER_SLOTS; i++) {
+        mem_free(w->slot[i]);
     }
     ZSTD_freeCCtx(w->cctx);
     mem_free(w->zout);
     hash_free(w->hash);
     buf_release(&w->head);
+    pthread_cond_destroy(&w->cv_space);
+    pthread_cond_destroy(&w->cv_work);
+    pthread_mutex_destroy(&w->mu);
     mem_free(w);
 }
 
@@ -662,24 +889,36 @@ store_blob_writer_abort(struct store_blob_writer *w)
 }
 
 static const char SQL_PUT_ZERO[] = "INSERT INTO blobs (hash, size, codec, data, base, depth) "
-                                   "VALUES (?1, ?2, 1, zeroblob(?3), NULL, 0)";
+                                   "VALUES (?1, ?2, ?4, zeroblob(?3), NULL, 0)";
 
-/* Copies the ended frame from the temporary file into a new row, declaring its size. */
+/*
+ * Copies the ended stream from the temporary file into a new row: a zstd frame with its
+ * header rewritten to declare the size (codec 1), or the raw bytes as they are (codec 0).
+ */
 static int
 writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct err *err)
 {
     struct store *st = w->st;
     uint8_t hdr[ZHDR_DECLARED];
-    uint64_t stored = w->packed - ZHDR_STREAMED + ZHDR_DECLARED, off = ZHDR_STREAMED;
+    int is_raw = w->codec == WCODEC_RAW;
+    uint64_t stored = is_raw ? w->packed : w->packed - ZHDR_STREAMED + ZHDR_DECLARED;
+    uint64_t off = is_raw ? 0 : ZHDR_STREAMED;
     sqlite3_blob *b = NULL;
     sqlite3_stmt *s;
     char *chunk = NULL;
     int rc, pos, lim;
 
-    if (w->packed < ZHDR_STREAMED + 3 ||
-        pread(w->fd, hdr, ZHDR_STREAMED, 0) != (ssize_t)ZHDR_STREAMED ||
-        (uint32_t)(hdr[0] | hdr[1] << 8 | hdr[2] << 16 | (uint32_t)hdr[3] << 24) != ZFRAME_MAGIC ||
-        (hdr[4] & 0xE3) != 0) {
+    if (is_raw && w->packed != w->raw) {
+        return err_set(err, ERR_INTERNAL,
+                       "the streamed blob's temporary file has %llu bytes "
+                       "of %llu",
+                       (unsigned long long)w->packed, (unsigned long long)w->raw);
+    }
+    if (!is_raw &&
+        (w->packed < ZHDR_STREAMED + 3 ||
+         pread(w->fd, hdr, ZHDR_STREAMED, 0) != (ssize_t)ZHDR_STREAMED ||
+         (uint32_t)(hdr[0] | hdr[1] << 8 | hdr[2] << 16 | (uint32_t)hdr[3] << 24) != ZFRAME_MAGIC ||
+         (hdr[4] & 0xE3) != 0)) {
         return err_set(err, ERR_INTERNAL,
                        "the streamed blob's zstd frame header is not the expected one");
     }
@@ -692,9 +931,11 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
                        "%d bytes for one value; store smaller files",
                        (unsigned long long)w->raw, (unsigned long long)stored, lim);
     }
-    hdr[4] |= 0xC0; /* Frame_Content_Size_flag 3: 8 bytes; window descriptor kept */
-    for (int i = 0; i < 8; i++) {
-        hdr[ZHDR_STREAMED + i] = (uint8_t)(w->raw >> (8 * i));
+    if (!is_raw) {
+        hdr[4] |= 0xC0; /* Frame_Content_Size_flag 3: 8 bytes; window descriptor kept */
+        for (int i = 0; i < 8; i++) {
+            hdr[ZHDR_STREAMED + i] = (uint8_t)(w->raw >> (8 * i));
+        }
     }
     s = store_stmt(st, SQL_PUT_ZERO, err);
     if (s == NULL) {
@@ -703,6 +944,7 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     store_bind_hash(s, 1, hash);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)w->raw);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)stored);
+    sqlite3_bind_int(s, 4, is_raw ? 0 : 1);
     rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
@@ -710,7 +952,7 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     }
     rc = sqlite3_blob_open(st->db, "main", "blobs", "data", sqlite3_last_insert_rowid(st->db), 1,
                            &b);
-    if (rc == SQLITE_OK) {
+    if (rc == SQLITE_OK && !is_raw) {
         rc = sqlite3_blob_write(b, hdr, ZHDR_DECLARED, 0);
     }
     chunk = mem_alloc(STREAM_IO);
@@ -718,7 +960,7 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
         sqlite3_blob_close(b);
         return err_set(err, ERR_NOMEM, "out of memory storing a blob");
     }
-    pos = ZHDR_DECLARED;
+    pos = is_raw ? 0 : ZHDR_DECLARED;
     while (rc == SQLITE_OK && off < w->packed) {
         size_t want = w->packed - off < STREAM_IO ? (size_t)(w->packed - off) : STREAM_IO;
         ssize_t got = pread(w->fd, chunk, want, (off_t)off);

@@ -409,7 +409,54 @@ TEST(many_chunks_round_trip_with_a_small_window)
     mem_free(data);
 }
 
+/* Random bytes past the head are stored raw (codec 0), text is compressed (codec 1), and
+ * both read back whole and through the fd reader. */
+TEST(incompressible_stream_is_stored_raw)
+{
+    char path[4096];
+    struct store *st;
+    const size_t n = 3 * C + 777;
+    uint8_t *rnd = mem_alloc(n), *txt = mem_alloc(n);
+    uint8_t hr[HASH_LEN], ht[HASH_LEN], want[HASH_LEN];
+    uint32_t x = 12345;
+    struct buf out;
+    struct err err;
+
+    snprintf(path, sizeof(path), "%s", test_path("raw.db")); /* test_path's buffer is reused */
+    st = tdb_open(path, NULL);
+    CHECK(rnd != NULL && txt != NULL);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        rnd[i] = (uint8_t)x;
+        txt[i] = (uint8_t)("lorem ipsum dolor sit amet\n"[(i * 7) % 27]);
+    }
+    stream(st, rnd, n, 65536, hr);
+    stream(st, txt, n, 65536, ht);
+    hash_sha256(rnd, n, want);
+    CHECK(memcmp(hr, want, HASH_LEN) == 0);
+    buf_init(&out, n);
+    CHECK_OK(store_blob_get(st, hr, &out, &err), &err);
+    CHECK(out.len == n && memcmp(out.data, rnd, n) == 0);
+    buf_release(&out);
+    {
+        size_t got = 0;
+        int rc = 0;
+        uint8_t *back = read_via_fd(st, hr, &got, &err, &rc);
+        CHECK_OK(rc, &err);
+        CHECK(back != NULL && got == n && memcmp(back, rnd, n) == 0);
+        mem_free(back);
+    }
+    store_close(st);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs WHERE size > 3145728 AND codec = 0 AND "
+                        "length(data) = size") == 1);
+    CHECK(tdb_int(path, "SELECT count(*) FROM blobs WHERE size > 3145728 AND codec = 1") == 1);
+    mem_free(rnd);
+    mem_free(txt);
+}
+
 TESTS(round_trip_at_chunk_edges, many_chunks_round_trip_with_a_small_window,
       write_fd_streams_every_codec, stream_after_put_and_twice_dedupes,
       abort_leaves_no_row_and_no_file, blob_cap_is_enforced_while_streaming,
-      disk_full_mid_stream_is_a_clear_error)
+      disk_full_mid_stream_is_a_clear_error, incompressible_stream_is_stored_raw)
