@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -726,6 +727,7 @@ writer_join(struct store_blob_writer *w, int discard)
 static int
 writer_start_stream(struct store_blob_writer *w, struct err *err)
 {
+    sigset_t all, old;
     int rc;
 
     if (writer_tmpfile(w, err) < 0) {
@@ -741,7 +743,11 @@ writer_start_stream(struct store_blob_writer *w, struct err *err)
     if (w->hash == NULL) {
         return err_set(err, ERR_NOMEM, "out of memory streaming a blob");
     }
+    /* The thread inherits this mask: every signal stays with the loop thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&w->thr, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         return err_set(err, ERR_NOMEM, "cannot start a thread to store a blob: %s", strerror(rc));
     }
