@@ -424,17 +424,19 @@ struct store_blob_writer {
     int thread_up;
     pthread_t thr;
 
-    /* Shared with the worker, under mu. Slot (q_head + q_count) % WRITER_SLOTS is the
-     * caller's (filled up to fill_len); the q_count slots from q_head are the worker's. */
+    /* Shared with the worker, under mu. The q_count slots from q_head are the worker's;
+     * slot `fill`, always (q_head + q_count) % WRITER_SLOTS, is the caller's, which keeps
+     * its own index so that it never reads q_head and q_count without the lock. */
     pthread_mutex_t mu;
     pthread_cond_t cv_work;  /* a slot was queued, or done */
     pthread_cond_t cv_space; /* a slot was freed, or the worker stopped */
     char *slot[WRITER_SLOTS];
     size_t slot_len[WRITER_SLOTS];
-    size_t q_head, q_count, fill_len;
-    int done;    /* no more slots will come */
-    int discard; /* abort: drop what is queued */
-    int wfailed; /* the worker failed: werr says why */
+    size_t q_head, q_count;
+    size_t fill, fill_len; /* the caller's slot and its bytes (the caller's own) */
+    int done;              /* no more slots will come */
+    int discard;           /* abort: drop what is queued */
+    int wfailed;           /* the worker failed: werr says why */
     struct err werr;
 
     /* The worker's own (the caller reads them only after joining it). */
@@ -671,8 +673,9 @@ writer_push(struct store_blob_writer *w, struct err *err)
     int rc = 0;
 
     pthread_mutex_lock(&w->mu);
-    w->slot_len[(w->q_head + w->q_count) % WRITER_SLOTS] = w->fill_len;
+    w->slot_len[w->fill] = w->fill_len;
     w->q_count++;
+    w->fill = (w->fill + 1) % WRITER_SLOTS;
     w->fill_len = 0;
     pthread_cond_signal(&w->cv_work);
     while (w->q_count == WRITER_SLOTS && !w->wfailed) {
@@ -692,7 +695,7 @@ writer_feed(struct store_blob_writer *w, const char *data, size_t len, struct er
 {
     while (len > 0) {
         size_t k = WRITER_SLOT - w->fill_len;
-        char *dst = w->slot[(w->q_head + w->q_count) % WRITER_SLOTS];
+        char *dst = w->slot[w->fill];
 
         if (k > len) {
             k = len;
