@@ -407,7 +407,7 @@ store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out, 
 #define STREAM_IO         ((size_t)256 << 10)
 #define STREAM_LEVEL      1 /* at most: zstd's fastest, so compression keeps up with a download */
 #define WRITER_SLOTS      2
-#define WRITER_SLOT       ((size_t)256 << 10)
+#define WRITER_SLOT       ((size_t)128 << 10)
 #define WRITER_SAMPLE     ((size_t)128 << 10)
 
 #define ZFRAME_MAGIC  0xFD2FB528u
