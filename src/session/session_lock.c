@@ -35,9 +35,11 @@ struct session_lockstate {
     uv_async_t async;
     struct session_mgr *m;
     struct session_lockwait *list;
-    int asked;    /* an attempt is outstanding */
-    int flushing; /* the flush is parked */
-    int closed;   /* shut down: nothing more is parked */
+    int asked;       /* an attempt is outstanding */
+    int flushing;    /* the flush is parked */
+    int closed;      /* shut down: nothing more is parked */
+    int dispatching; /* on_async is running callbacks: ask() waits until they are done,
+                      * so the thread's attempt never takes the lock from under a retry */
 };
 
 static void ask(struct session_lockstate *ls);
@@ -82,6 +84,7 @@ on_async(uv_async_t *h)
         return; /* a wake-up without an outcome (coalesced) */
     }
     ls->asked = 0;
+    ls->dispatching = 1;
     list = ls->list;
     ls->list = NULL;
     /* Run the ready ones; callbacks may park again (they append to ls->list). */
@@ -102,6 +105,7 @@ on_async(uv_async_t *h)
     }
     *tail = ls->list;
     ls->list = keep;
+    ls->dispatching = 0;
     ask(ls);
 }
 
@@ -118,7 +122,7 @@ ask(struct session_lockstate *ls)
     int64_t nearest = FLUSH_DEADLINE, now = time_mono_ms(), left;
     int cap = store_busy_timeout_ms(ls->m->st);
 
-    if (ls->asked || ls->list == NULL || ls->closed) {
+    if (ls->asked || ls->dispatching || ls->list == NULL || ls->closed) {
         return;
     }
     for (struct session_lockwait *w = ls->list; w != NULL; w = w->next) {

@@ -162,7 +162,12 @@ await R.run('past the busy timeout a write fails once with store_busy and change
     const r = await d.call('session_write_files', { session_id: s, entries: [{ path: 'x.txt', content: 'x\n' }] });
     const r2 = await d.call('create_session');
     const state = await d.call('get_session_state', { session_id: s });
+    const bash = await d.call('session_bash', { session_id: s, command: 'echo left > left.txt' });
     await lock.release();
+    assert(bash.error && bash.error.code === 'store_busy', `session_bash: ${JSON.stringify(bash)}`);
+    // The command's file was not committed, so it must not stay in the workspace either.
+    const ls = ok(await d.call('session_bash', { session_id: s, command: 'ls' }), 'ls after');
+    assert(!/left\.txt/.test(ls.json.stdout_tail), `the uncommitted file leaked: ${ls.json.stdout_tail}`);
     assert(r.error, `the write was acknowledged under the lock: ${JSON.stringify(r.json)}`);
     assertEq(r.error.code, 'store_busy', `error code (message: ${r.error.message})`);
     assert(/retry/.test(r.error.message) && /lock/.test(r.error.message), `message names the wait and says retry: ${r.error.message}`);
