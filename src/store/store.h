@@ -126,7 +126,7 @@ void store_rollback(struct store *st);
  * (which has its own connection) to wait for the lock, and tries again when told it
  * was free. Off (the default) a BEGIN waits up to the busy timeout as SQLite does.
  */
-void store_set_nowait(struct store *st, int on);
+int store_set_nowait(struct store *st, int on); /* returns the previous setting */
 /* 1 if a nowait BEGIN found the lock held since the last store_clear_would_block. */
 int store_would_block(const struct store *st);
 void store_clear_would_block(struct store *st);

@@ -60,10 +60,13 @@ struct store_lockwait {
 
 /* ---- nowait ------------------------------------------------------------------------ */
 
-void
+int
 store_set_nowait(struct store *st, int on)
 {
+    int was = st->nowait;
+
     st->nowait = on != 0;
+    return was;
 }
 
 int
