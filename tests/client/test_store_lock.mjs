@@ -9,11 +9,14 @@
 //   after it lets go, they succeed, the queued audit rows reach the DB and the audit
 //   chain verifies;
 // - with a short busy timeout (DRUN_BUSY_TIMEOUT_MS) a write fails once with store_busy
-//   (not internal_error), changes nothing, and its audit row is written later;
+//   (not internal_error), changes nothing, and its audit row is written later; so does a
+//   session_bash, whose file then does not stay in the workspace;
+// - a write and a session_bash cancelled while they wait for the lock end, and leave
+//   their sessions usable and their files uncommitted;
 // - `rm drun.db` or `mv other.db drun.db` under a daemon: the next writes are refused
 //   with store_replaced and a loud line on stderr, not acknowledged into a lost file.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -88,6 +91,20 @@ async function until(fn, what) {
     if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+// True if a file called name is somewhere under dir.
+function findFile(dir, name) {
+  let found = false;
+  try {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (e.name === name) return true;
+      if (e.isDirectory() && findFile(join(dir, e.name), name)) found = true;
+    }
+  } catch {
+    return false;
+  }
+  return found;
 }
 
 function verify(db) {
@@ -183,6 +200,51 @@ await R.run('past the busy timeout a write fails once with store_busy and change
   const rows = sqlite(db, "SELECT error_code FROM audit WHERE tool = 'session_write_files'");
   assertEq(rows.map((x) => x.error_code), ['store_busy'], 'one audit row, with the code');
   verify(db);
+});
+
+await R.run('a call cancelled while it waits for the lock ends, and its session is usable', async () => {
+  const db = join(tmp, 'cancel.db');
+  const rt = join(tmp, 'rt-cancel');
+  mkdirSync(rt, { mode: 0o700 });
+  const d = await start(db, { DRUN_BUSY_TIMEOUT_MS: '600000', XDG_RUNTIME_DIR: rt });
+  let lock = null;
+  try {
+    const s = ok(await d.call('create_session'), 'create').json.session_id;
+    const t = ok(await d.call('create_session'), 'create t').json.session_id;
+    ok(await d.call('session_bash', { session_id: t, command: 'true' }), 'a first command in t');
+    lock = await holdLock(db);
+    const ac = new AbortController();
+    const w = track(d.client.callTool({ name: 'session_write_files', arguments: { session_id: s, description: 'd', entries: [{ path: 'c.txt', content: 'c\n' }] } },
+      undefined, { signal: ac.signal, timeout: HANG }));
+    const bc = new AbortController();
+    const b = track(d.client.callTool({ name: 'session_bash', arguments: { session_id: t, description: 'd', command: 'echo x > cancelled.txt' } },
+      undefined, { signal: bc.signal, timeout: HANG }));
+    await d.client.ping(); // both are in the daemon by now (one line each, in order)
+    // The command has run (its file is in the workspace directory) and its commit waits.
+    await until(() => findFile(rt, 'cancelled.txt'), 'the command to run');
+    ac.abort();
+    bc.abort();
+    await w.promise;
+    await b.promise;
+    await d.client.ping();
+    await lock.release();
+    lock = null;
+    const again = ok(await d.call('session_write_files', { session_id: s, entries: [{ path: 'c.txt', content: 'c\n' }] }), 'the session after the cancel');
+    assertEq(again.json.checkpoint_id, 1, 'the cancelled write made no checkpoint');
+    // A command cancelled before its commit parked is cleaned up when its sandbox has
+    // exited: until then its session answers session_busy.
+    let ls;
+    for (let i = 0; i < 2400; i++) {
+      ls = await d.call('session_bash', { session_id: t, command: 'ls' });
+      if (!(ls.error && ls.error.code === 'session_busy')) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    ok(ls, 'ls in t');
+    assert(!/cancelled\.txt/.test(ls.json.stdout_tail), `the cancelled command's file stayed: ${ls.json.stdout_tail}`);
+  } finally {
+    if (lock) await lock.release();
+    await d.close();
+  }
 });
 
 async function replacedCase(name, mutate) {
