@@ -276,10 +276,20 @@ store_lock_stop(struct store *st)
 
 /* ---- the file's identity ------------------------------------------------------------ */
 
+/* The DB's path as SQLite resolved it at open (absolute), so a relative --db still
+ * names the same file if the working directory changes; st->path otherwise. */
+static const char *
+db_path(const struct store *st)
+{
+    const char *p = st->db != NULL ? sqlite3_db_filename(st->db, "main") : NULL;
+
+    return p != NULL && *p != '\0' ? p : st->path;
+}
+
 static void
 wal_path(const struct store *st, char *out, size_t size)
 {
-    snprintf(out, size, "%s-wal", st->path);
+    snprintf(out, size, "%s-wal", db_path(st));
 }
 
 void
@@ -292,7 +302,7 @@ store_ident_init(struct store *st)
     if (st->read_only) {
         return;
     }
-    st->ident_fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    st->ident_fd = open(db_path(st), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
     if (st->ident_fd < 0 || fstat(st->ident_fd, &sb) < 0) {
         if (st->ident_fd >= 0) {
             close(st->ident_fd);
@@ -343,7 +353,7 @@ store_ident_check(struct store *st, struct err *err)
         return 0; /* cannot tell: let SQLite's own checks speak */
     }
     /* The path first, so the message says which of the two happened. */
-    if (stat(st->path, &path_sb) < 0) {
+    if (stat(db_path(st), &path_sb) < 0) {
         return go_stale(st, err,
                         errno == ENOENT ? "the file was deleted (removed from its path)"
                                         : "the file's path cannot be checked");

@@ -246,6 +246,19 @@ TEST(a_deleted_wal_refuses_every_write)
     store_close(st);
 }
 
+TEST(a_relative_path_survives_a_change_of_directory)
+{
+    struct store *st;
+    uint8_t h[HASH_LEN];
+    struct err err;
+
+    CHECK(chdir(test_tmpdir()) == 0);
+    st = tdb_open("rel.db", NULL);
+    CHECK(chdir("/") == 0);
+    CHECK_OK(store_blob_put(st, "still the same file", 19, h, &err), &err);
+    store_close(st);
+}
+
 /* Not an assertion: prints what the identity check costs per write transaction. */
 TEST(identity_check_cost)
 {
@@ -267,4 +280,5 @@ TEST(identity_check_cost)
 TESTS(nowait_begin_fails_at_once_and_the_waiter_sees_the_lock_go,
       rows_of_read_only_calls_queue_under_the_lock_and_chain_in_order,
       the_queue_is_bounded_and_store_close_writes_what_is_left, a_deleted_db_refuses_every_write,
-      a_replaced_db_refuses_every_write, a_deleted_wal_refuses_every_write, identity_check_cost)
+      a_replaced_db_refuses_every_write, a_deleted_wal_refuses_every_write,
+      a_relative_path_survives_a_change_of_directory, identity_check_cost)
