@@ -14,7 +14,8 @@
  * calls store_rollback() and nothing of it is kept.
  *
  * Threads. A `struct store` is one SQLite connection and is used from one thread at a
- * time. Open one per thread that needs one (they share the file safely).
+ * time. Open one per thread that needs one (they share the file safely). The store's
+ * own threads (the WAL checkpointer, the lock waiter) each open their own connection.
  *
  * Ids. Session ids are 8 lower-case hex characters. Checkpoint ids are per session,
  * assigned in creation order (0, 1, 2, ...), and never reused or renumbered: squash
@@ -22,7 +23,9 @@
  *
  * Errors. Functions return 0 or -1 and fill `struct err`. ERR_BUSY means another
  * connection held the database past the busy timeout; ERR_CORRUPT means stored bytes
- * are damaged; ERR_NOTFOUND names what is missing. SQLite and zstd codes never leak.
+ * are damaged; ERR_NOTFOUND names what is missing; ERR_STALE means the DB file was
+ * deleted or replaced under the open connection (store_is_stale). SQLite and zstd codes
+ * never leak.
  */
 #ifndef DRUN_STORE_H
 #define DRUN_STORE_H
