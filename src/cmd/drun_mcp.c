@@ -168,6 +168,23 @@ main(int argc, char **argv)
      * architecture.md, "Checkpoints"); DRUN_WAL_THREAD=0 restores SQLite's automatic
      * checkpoint on commits, for benchmarks and as an escape hatch. */
     sopts.wal_thread = getenv("DRUN_WAL_THREAD") == NULL || strcmp(getenv("DRUN_WAL_THREAD"), "0");
+    /* How long a call waits for another process's write lock (off the loop) before it
+     * fails with store_busy; 5000 ms unless DRUN_BUSY_TIMEOUT_MS says otherwise. */
+    if (getenv("DRUN_BUSY_TIMEOUT_MS") != NULL) {
+        char *end = NULL;
+        long v;
+        errno = 0;
+        v = strtol(getenv("DRUN_BUSY_TIMEOUT_MS"), &end, 10);
+        if (errno != 0 || end == getenv("DRUN_BUSY_TIMEOUT_MS") || *end != '\0' || v < 1 ||
+            v > 600000) {
+            fprintf(stderr,
+                    "drun-mcp: DRUN_BUSY_TIMEOUT_MS='%s' must be a number of milliseconds from 1 "
+                    "to 600000\n",
+                    getenv("DRUN_BUSY_TIMEOUT_MS"));
+            return 2;
+        }
+        sopts.busy_timeout_ms = (int)v;
+    }
     if (policy_config_path(config, &config_path, &config_explicit, &err) < 0 ||
         policy_store_open(config_path, config_explicit, &policy, &err) < 0) {
         fprintf(stderr, "drun-mcp: %s\n", err.msg);

@@ -1172,6 +1172,7 @@ on_final(uv_timer_t *t)
 
     s->in_open = 0;
     s->out_open = 0;
+    tools_shutdown(s->env); /* joins the tools' threads that wake the loop */
     uv_walk(&s->loop, close_walk, NULL);
 }
 

@@ -389,4 +389,28 @@ int session_is_text(const void *data, size_t len);
  */
 size_t session_utf8_floor(const void *data, size_t len);
 
+/* ---- waiting for the DB's write lock off the loop (session_lock.c) ------------------ */
+
+/*
+ * A call whose store write found the write lock held (store_would_block after a nowait
+ * BEGIN) is parked here instead of sleeping on the loop: the store's waiter thread waits
+ * for the lock and wakes the loop (uv_async), which then calls fn(arg, 0) so the call
+ * tries again, or fn(arg, 1) once the monotonic deadline_ms has passed. loop is the
+ * uv_loop_t. Returns a handle for session_lock_cancel, or NULL with err filled (the
+ * waiter thread or its handle could not be made). fn is never called from inside this
+ * function.
+ */
+struct session_lockwait;
+typedef void (*session_lock_fn)(void *arg, int timed_out);
+struct session_lockwait *session_lock_wait(struct session_mgr *m, void *loop, int64_t deadline_ms,
+                                           session_lock_fn fn, void *arg, struct err *err);
+/* Forgets a parked call (its fn is not called). */
+void session_lock_cancel(struct session_mgr *m, struct session_lockwait *w);
+/* When the store holds queued rows of read-only calls, writes them once the lock is free
+ * (store_queue_flush); a no-op when none are queued or a flush is already parked. */
+void session_lock_flush_soon(struct session_mgr *m, void *loop);
+/* Stops the waiter thread and closes the loop handle; call before the loop closes.
+ * Parked calls are dropped (they were cancelled by then). */
+void session_lock_shutdown(struct session_mgr *m);
+
 #endif

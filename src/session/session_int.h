@@ -34,7 +34,11 @@ struct session_mgr {
     struct ws_blobs blobs;
     struct session *list;
     size_t n;
+    struct session_lockstate *lock; /* the write-lock waiters (session_lock.c), or NULL */
 };
+
+/* Frees what session_lock.c holds (the loop must be gone or its handle closed). */
+void sess_lock_free(struct session_mgr *m);
 
 /* Puts manifest m's encoding as a blob; its hash goes to hash. Runs in the caller's bracket.
  * base (may be NULL) names a similar manifest (the parent's): the blob is then stored

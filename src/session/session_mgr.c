@@ -199,6 +199,7 @@ session_mgr_free(struct session_mgr *m)
     if (m == NULL) {
         return;
     }
+    sess_lock_free(m);
     while (m->list != NULL) {
         session_detach(m, m->list);
     }

@@ -125,8 +125,8 @@ int
 session_step(struct session *s, int64_t cp, const char *tool, const char *description,
              struct session_err *e)
 {
-    if (store_step_append(s->mgr->st, s->id, cp < 0 ? s->head : cp, tool,
-                          description ? description : "", &e->base) < 0) {
+    if (store_step_append_soon(s->mgr->st, s->id, cp < 0 ? s->head : cp, tool,
+                               description ? description : "", &e->base) < 0) {
         return session_fail_err(e, e->base.code == ERR_TOOBIG ? SESSION_E_ARGS : SESSION_E_OTHER,
                                 &e->base);
     }

@@ -26,6 +26,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "util/log.h"
 #include "util/mem.h"
 
 #define BUSY_TIMEOUT_DEFAULT 5000
@@ -241,8 +242,25 @@ store_random_hex(char *out, size_t nbytes, struct err *err)
 static int
 begin_immediate(struct store *st, struct err *err)
 {
-    int rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc;
 
+    if (store_ident_check(st, err) < 0) {
+        return -1;
+    }
+    if (st->nowait) {
+        /* Only this statement: reads keep waiting out a brief checkpoint lock. */
+        sqlite3_busy_timeout(st->db, 0);
+    }
+    rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (st->nowait) {
+        sqlite3_busy_timeout(st->db, st->busy_timeout_ms);
+        if ((rc & 0xff) == SQLITE_BUSY) {
+            st->would_block = 1;
+            return err_set(err, ERR_BUSY,
+                           "the write lock of database '%s' is held by another connection",
+                           st->path);
+        }
+    }
     if (rc != SQLITE_OK) {
         return store_sqlerr(st, rc, "begin a transaction", err);
     }
@@ -252,7 +270,14 @@ begin_immediate(struct store *st, struct err *err)
 static int
 commit(struct store *st, struct err *err)
 {
-    int rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    int rc;
+
+    /* The last moment to notice the file is gone: nothing is acknowledged into it. */
+    if (store_ident_check(st, err) < 0) {
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
 
     if (rc != SQLITE_OK) {
         store_sqlerr(st, rc, "commit", err);
@@ -592,6 +617,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out, 
         mem_free(st);
         return err_set(err, ERR_NOMEM, "cannot open '%s': out of memory", path);
     }
+    st->ident_fd = -1;
     st->read_only = opts->read_only;
     st->busy_timeout_ms = opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : BUSY_TIMEOUT_DEFAULT;
     st->zstd_level = opts->zstd_level > 0 ? opts->zstd_level : ZSTD_LEVEL_DEFAULT;
@@ -647,6 +673,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out, 
     if (store_wal_start(st, opts, err) < 0) {
         goto fail;
     }
+    store_ident_init(st);
     *out = st;
     return 0;
 fail:
@@ -661,11 +688,25 @@ store_close(struct store *st)
         return;
     }
     store_rollback(st);
+    store_lock_close(st);
+    if (st->q_rows > 0) {
+        struct err qerr;
+        size_t n = st->q_rows;
+        st->nowait = 0; /* the last chance: wait the busy timeout for the lock */
+        if (store_queue_write(st, &qerr) < 0) {
+            log_warn("%zu queued audit and step rows of read-only calls were not written: %s", n,
+                     qerr.msg);
+        }
+    }
+    store_queue_drop(st);
     for (size_t i = 0; i < STORE_STMT_CACHE; i++) {
         sqlite3_finalize(st->stmts[i].stmt);
     }
     store_wal_stop(st);
     sqlite3_close(st->db);
+    if (st->ident_fd >= 0) {
+        close(st->ident_fd); /* after the connection: a close drops the process's locks */
+    }
     ZSTD_freeCCtx(st->zcctx);
     ZSTD_freeDCtx(st->zdctx);
     mem_free(st->path);

@@ -14,7 +14,8 @@
  * calls store_rollback() and nothing of it is kept.
  *
  * Threads. A `struct store` is one SQLite connection and is used from one thread at a
- * time. Open one per thread that needs one (they share the file safely).
+ * time. Open one per thread that needs one (they share the file safely). The store's
+ * own threads (the WAL checkpointer, the lock waiter) each open their own connection.
  *
  * Ids. Session ids are 8 lower-case hex characters. Checkpoint ids are per session,
  * assigned in creation order (0, 1, 2, ...), and never reused or renumbered: squash
@@ -22,7 +23,9 @@
  *
  * Errors. Functions return 0 or -1 and fill `struct err`. ERR_BUSY means another
  * connection held the database past the busy timeout; ERR_CORRUPT means stored bytes
- * are damaged; ERR_NOTFOUND names what is missing. SQLite and zstd codes never leak.
+ * are damaged; ERR_NOTFOUND names what is missing; ERR_STALE means the DB file was
+ * deleted or replaced under the open connection (store_is_stale). SQLite and zstd codes
+ * never leak.
  */
 #ifndef DRUN_STORE_H
 #define DRUN_STORE_H
@@ -116,6 +119,72 @@ int store_begin(struct store *st, struct err *err);
 int store_commit(struct store *st, struct err *err);
 /* Rolls back the open bracket, if any. Never fails. */
 void store_rollback(struct store *st);
+
+/* ---- the write lock, off the caller's thread (store_lock.c) ------------------------ */
+
+/*
+ * An event loop must not sleep in SQLite's busy handler while another process holds the
+ * write lock. With nowait on, a BEGIN that would have to wait fails at once with
+ * ERR_BUSY and store_would_block() turns 1; the caller then asks the waiter thread
+ * (which has its own connection) to wait for the lock, and tries again when told it
+ * was free. Off (the default) a BEGIN waits up to the busy timeout as SQLite does.
+ */
+int store_set_nowait(struct store *st, int on); /* returns the previous setting */
+/* 1 if a nowait BEGIN found the lock held since the last store_clear_would_block. */
+int store_would_block(const struct store *st);
+void store_clear_would_block(struct store *st);
+/* The busy timeout in ms (store_opts.busy_timeout_ms or the default). */
+int store_busy_timeout_ms(const struct store *st);
+
+/* Called on the waiter thread when an attempt ends: keep it short and thread-safe
+ * (uv_async_send). */
+typedef void (*store_lock_notify_fn)(void *arg);
+/*
+ * Starts the waiter thread (its own connection to the same file) once; later calls are
+ * no-ops. notify is called after every attempt store_lock_request asked for, until
+ * store_lock_stop. Returns 0, or -1 (ERR_NOMEM, ERR_DB, ERR_IO).
+ */
+int store_lock_start(struct store *st, store_lock_notify_fn notify, void *arg, struct err *err);
+/* Asks for one attempt: wait up to timeout_ms for the write lock to be free (the thread
+ * takes it and lets it go at once). Ignored while an attempt is outstanding. */
+void store_lock_request(struct store *st, int timeout_ms);
+/* The last attempt's outcome, consumed: 1 the lock was free, 0 still held at its end,
+ * -1 no outcome yet. */
+int store_lock_result(struct store *st);
+/* Stops and joins the thread; notify is never called afterwards. NULL-safe. */
+void store_lock_stop(struct store *st);
+
+/*
+ * The file's identity. store_open records the device and inode of the DB and its -wal;
+ * every BEGIN and COMMIT compares them (and the open file's link count) with the paths,
+ * and once the DB was unlinked or replaced, or its -wal was, every write fails with
+ * ERR_STALE: a commit into a file no one will open again would be acknowledged work
+ * that is lost. Returns 1 once that happened; the message says what was seen.
+ */
+int store_is_stale(const struct store *st, const char **why);
+
+/* ---- rows of read-only calls (store_queue.c) --------------------------------------- */
+
+/*
+ * A read-only call's audit row and history step need no write lock to answer. These
+ * write the row now if the lock is free (first any rows still queued, in order, in one
+ * transaction), else copy it into the queue that store_queue_flush writes later. Inside
+ * a bracket they write into it. ERR_BUSY when the queue is full (STORE_QUEUE_ROWS_MAX
+ * rows or STORE_QUEUE_BYTES_MAX bytes): the row is not kept.
+ */
+#define STORE_QUEUE_ROWS_MAX  1000
+#define STORE_QUEUE_BYTES_MAX ((size_t)16 << 20)
+struct store_audit;
+int store_audit_append_soon(struct store *st, struct store_audit *row, struct err *err);
+int store_step_append_soon(struct store *st, const char *session, int64_t checkpoint,
+                           const char *tool, const char *description, struct err *err);
+/* Rows waiting in the queue. */
+size_t store_queue_len(const struct store *st);
+/* 1 when the queue cannot take another row. */
+int store_queue_full(const struct store *st);
+/* Writes the queued rows in one transaction (honouring nowait: ERR_BUSY and
+ * store_would_block when the lock is held); 0 when empty. */
+int store_queue_flush(struct store *st, struct err *err);
 
 /* ---- blobs ---------------------------------------------------------------------- */
 

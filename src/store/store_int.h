@@ -41,7 +41,35 @@ struct store {
     void *zdctx;         /* ZSTD_DCtx, made on first decompress */
     struct store_stmt stmts[STORE_STMT_CACHE];
     struct store_wal *wal; /* the background checkpointer, or NULL (store_wal.c) */
+
+    /* Waiting for the write lock off the caller's thread (store_lock.c). */
+    int nowait;                /* a BEGIN that would wait for another connection fails at once */
+    int would_block;           /* a nowait BEGIN found the write lock held (store_would_block) */
+    struct store_lockwait *lw; /* the waiter thread, or NULL */
+
+    /* The file we opened (store_lock.c): its identity, checked before every write. */
+    int ident_fd; /* our own read-only fd of the DB file, -1 when not checked */
+    dev_t db_dev, wal_dev;
+    ino_t db_ino, wal_ino;
+    int wal_known; /* the -wal's identity was recorded */
+    int stale;     /* the DB or its -wal was unlinked or replaced: every write refused */
+    char stale_msg[200];
+
+    /* Audit and step rows of read-only calls waiting for the write lock (store_queue.c). */
+    struct store_qrow *q_head, *q_tail;
+    size_t q_rows, q_bytes;
 };
+
+/* Records the DB's and its -wal's identity after open (store_lock.c); no-op read-only. */
+void store_ident_init(struct store *st);
+/* ERR_STALE if the DB file or its -wal is no longer the one opened (sticky). */
+int store_ident_check(struct store *st, struct err *err);
+/* Stops the lock waiter and closes the identity fd (store_lock.c). */
+void store_lock_close(struct store *st);
+/* Writes what the queue holds in one transaction (store_queue.c); frees it on success. */
+int store_queue_write(struct store *st, struct err *err);
+/* Frees the queue without writing; returns how many rows were dropped. */
+size_t store_queue_drop(struct store *st);
 
 /* Starts the checkpointer when opts->wal_thread asks for it (store_wal.c); on failure
  * st->wal may hold a part-built one that store_wal_stop frees. */

@@ -47,6 +47,8 @@ struct tool_call; /* opaque; one per tools/call request */
 #define TOOL_ERR_INVALID_ARGUMENTS "invalid_arguments"
 #define TOOL_ERR_INTERNAL          "internal_error"
 #define TOOL_ERR_CANCELLED         "cancelled"
+#define TOOL_ERR_STORE_BUSY        "store_busy"     /* another process held the DB's write lock */
+#define TOOL_ERR_STORE_REPLACED    "store_replaced" /* the DB file was deleted or replaced */
 
 /*
  * The process-wide environment every handler sees. One per drun-mcp process (stdio has
@@ -84,6 +86,27 @@ struct tool_def {
     struct tool_annotations annotations;
     tool_handler_fn handler;
 };
+
+/* ---- the database's write lock ------------------------------------------------------ */
+
+/*
+ * Another process (a drun-admin gc, a sqlite3 shell) may hold the DB's write lock. A
+ * handler's synchronous part runs with the store in nowait mode: when a write in it
+ * finds the lock held, its failure is not sent; the call is parked off the loop and the
+ * handler runs again from the start once the lock is free, or the call ends with
+ * store_busy after the busy timeout. A tool's asynchronous part (after its child process)
+ * parks itself: it runs its writes with store_set_nowait(st, 1), and when
+ * store_would_block(st) says the lock was held, calls tool_call_wait_lock; fn then comes
+ * on the loop with TOOL_LOCK_READY (try the writes again), or TOOL_LOCK_TIMEOUT /
+ * TOOL_LOCK_CANCELLED (the tool undoes its work and ends the call, e.g. with
+ * tool_call_done_store_busy). Returns 0 when parked, -1 when it cannot park (report the
+ * error as it is).
+ */
+enum { TOOL_LOCK_READY, TOOL_LOCK_TIMEOUT, TOOL_LOCK_CANCELLED };
+typedef void (*tool_lock_fn)(struct tool_call *call, void *arg, int status);
+int tool_call_wait_lock(struct tool_call *call, tool_lock_fn fn, void *arg);
+/* Ends the call with store_busy: what was waited for, that nothing changed, to retry. */
+void tool_call_done_store_busy(struct tool_call *call);
 
 /* ---- what the handler reads ------------------------------------------------------- */
 

@@ -108,6 +108,12 @@ void tools_call_run(struct tool_call *call);
  */
 void tools_call_cancel(struct tool_call *call);
 
+/*
+ * Stops what the tools keep running in the background on the loop (the database lock
+ * waiter); the protocol layer calls it once, before it closes the loop's handles.
+ */
+void tools_shutdown(struct tools_env *env);
+
 /* The tool families, each in its own file. */
 extern const struct tool_def tools_config_defs[];
 extern const size_t tools_config_count;

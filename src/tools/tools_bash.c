@@ -61,6 +61,8 @@ struct bash_run {
     struct policy *policy; /* the call's policy (a reference), for the next prepared sandbox */
     /* Where the time goes (logged at debug level; tools/bench/bash_bench reads it). */
     int64_t t0_us, t_sync_us, t_ready_us, t_exit_us;
+    struct sandbox_result res; /* moved out of the sandbox at exit, while committing */
+    int has_res;
 };
 
 static void prewarm(struct tools_env *env, struct session *s, struct policy *p);
@@ -285,18 +287,14 @@ summarize(struct tool_call *call, const char *what, const char *command)
     tool_call_set_summary(call, "%s: %s", what, c);
 }
 
+static void bash_commit(struct bash_run *r);
+
 static void
 bash_on_exit(void *ud, struct sandbox_result *res)
 {
     struct bash_run *r = ud;
     struct tool_call *call = r->call;
     struct tools_env *env = tool_call_env(call); /* the process's; outlives the call */
-    struct session_commit_meta meta;
-    struct session_delta d;
-    struct store_audit row;
-    struct session_err e;
-    cJSON *st;
-    char tmp[64];
 
     r->t_exit_us = time_mono_us();
     r->sb = NULL;
@@ -331,8 +329,65 @@ bash_on_exit(void *ud, struct sandbox_result *res)
         goto out;
     }
 
-    /* The command finished: the mount points go, then the directory becomes a checkpoint. */
+    /* The command finished: the mount points go, then the directory becomes a checkpoint.
+     * The result is kept (moved) in case the commit has to wait for the write lock. */
     run_unmount(r);
+    r->res = *res;
+    r->has_res = 1;
+    bash_commit(r);
+    return;
+out:
+    sandbox_result_release(res);
+    /* The answer is out: prepare this session's next sandbox while the agent thinks. */
+    prewarm(env, r->s, r->policy);
+    run_free(r);
+}
+
+/* The commit was parked for the write lock: try again, or give up and reset. */
+static void
+bash_commit_parked(struct tool_call *call, void *arg, int status)
+{
+    struct bash_run *r = arg;
+    struct tools_env *env = tool_call_env(call);
+
+    if (status == TOOL_LOCK_READY) {
+        bash_commit(r);
+        return;
+    }
+    reset_and_leave(r);
+    if (status == TOOL_LOCK_TIMEOUT) {
+        summarize(call, "database locked", r->command);
+        tool_call_done_store_busy(call);
+    } else {
+        summarize(call, "cancelled", r->command);
+        tool_call_done_error(call, TOOL_ERR_CANCELLED,
+                             "the command was cancelled; its changes were discarded", NULL);
+    }
+    sandbox_result_release(&r->res);
+    prewarm(env, r->s, r->policy);
+    run_free(r);
+}
+
+/*
+ * Rescans and commits the workspace as the command left it, then answers. The commit
+ * runs with the store in nowait mode: when another process holds the write lock the
+ * scan is rolled back and the call waits off the loop (tool_call_wait_lock) with the
+ * session still busy and the workspace as the command left it, then comes back here.
+ */
+static void
+bash_commit(struct bash_run *r)
+{
+    struct tool_call *call = r->call;
+    struct tools_env *env = tool_call_env(call); /* the process's; outlives the call */
+    struct sandbox_result *res = &r->res;
+    struct session_commit_meta meta;
+    struct session_delta d;
+    struct store_audit row;
+    struct session_err e;
+    cJSON *st;
+    char tmp[64];
+    int rc;
+
     memset(&meta, 0, sizeof(meta));
     meta.tool = "session_bash";
     meta.command = r->command;
@@ -347,7 +402,15 @@ bash_on_exit(void *ud, struct sandbox_result *res)
     snprintf(tmp, sizeof(tmp), "exit %d", res->exit_code);
     summarize(call, tmp, r->command);
     tool_call_audit_prepare(call, &row);
-    if (session_commit_scan(r->s, &meta, &row, &d, NULL, &e) < 0) {
+    store_clear_would_block(env->store);
+    store_set_nowait(env->store, 1);
+    rc = session_commit_scan(r->s, &meta, &row, &d, NULL, &e);
+    store_set_nowait(env->store, 0);
+    if (rc < 0 && store_would_block(env->store) &&
+        tool_call_wait_lock(call, bash_commit_parked, r) == 0) {
+        return;
+    }
+    if (rc < 0) {
         session_leave(r->s, SESSION_WRITE);
         tsess_fail(call, &e);
         goto out;

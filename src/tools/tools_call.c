@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "session/session.h"
 #include "store/store.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -45,8 +46,17 @@ struct tool_call {
     struct store_audit_part *audit_parts; /* owned array; data points into args */
     size_t audit_nparts;
     char audit_summary[SUMMARY_MAX + 64];
-    int audit_taken; /* the tool wrote the audit row in its own transaction */
+    int audit_taken;                    /* the tool wrote the audit row in its own transaction */
+    int64_t lock_deadline_ms;           /* monotonic; 0 until the call first met the lock */
+    struct session_lockwait *lock_wait; /* parked until the write lock is free, or NULL */
+    tool_lock_fn lock_fn;               /* what to call then */
+    void *lock_arg;
 };
+
+/* The call whose handler runs synchronously right now (see run_handler). */
+static struct tool_call *sync_call;
+
+static void run_handler(struct tool_call *c);
 
 const char *
 tools_err_code(int err_code)
@@ -58,12 +68,15 @@ tools_err_code(int err_code)
         return TOOL_ERR_CANCELLED;
     case ERR_TIMEOUT:
         return "execution_timeout";
+    case ERR_BUSY:
+        return TOOL_ERR_STORE_BUSY;
+    case ERR_STALE:
+        return TOOL_ERR_STORE_REPLACED;
     case ERR_OK:
     case ERR_NOMEM:
     case ERR_NOTFOUND:
     case ERR_EXISTS:
     case ERR_DENIED:
-    case ERR_BUSY:
     case ERR_TOOBIG:
     case ERR_IO:
     case ERR_DB:
@@ -282,9 +295,126 @@ write_audit(struct tool_call *c, const char *outcome, const char *code, const ch
     row.args_len = c->audit_args ? strlen(c->audit_args) : 0;
     row.parts = c->audit_parts;
     row.nparts = c->audit_nparts;
-    if (store_audit_append(c->env->store, &row, &err) < 0) {
+    /* A read-only or failed call's row does not wait for the write lock: it is queued
+     * when another process holds the lock, and written once the lock is free. */
+    if (store_audit_append_soon(c->env->store, &row, &err) < 0) {
         log_warn("cannot write the audit row for '%s': %s", c->def->name, err.msg);
     }
+}
+
+/* ---- waiting for the write lock ----------------------------------------------------- */
+
+static void
+lock_cancelled(struct tool_call *c, void *arg)
+{
+    tool_lock_fn fn = c->lock_fn;
+
+    (void)arg;
+    session_lock_cancel(c->env->sessions, c->lock_wait);
+    c->lock_wait = NULL;
+    c->lock_fn = NULL;
+    fn(c, c->lock_arg, TOOL_LOCK_CANCELLED);
+}
+
+static void
+lock_ready(void *arg, int timed_out)
+{
+    struct tool_call *c = arg;
+    tool_lock_fn fn = c->lock_fn;
+
+    c->lock_wait = NULL;
+    c->lock_fn = NULL;
+    tool_call_on_cancel(c, NULL, NULL);
+    fn(c, c->lock_arg, timed_out ? TOOL_LOCK_TIMEOUT : TOOL_LOCK_READY);
+}
+
+int
+tool_call_wait_lock(struct tool_call *c, tool_lock_fn fn, void *arg)
+{
+    struct err err;
+    struct store *st = c->env != NULL ? c->env->store : NULL;
+
+    if (c->cancelled || st == NULL || c->env->sessions == NULL || c->env->loop == NULL) {
+        return -1;
+    }
+    store_clear_would_block(st);
+    if (c->lock_deadline_ms == 0) {
+        /* The deadline counts from the first wait: retries after a lost race do not
+         * extend it, so the call fails once, after the busy timeout. */
+        c->lock_deadline_ms = time_mono_ms() + store_busy_timeout_ms(st);
+    }
+    c->lock_fn = fn;
+    c->lock_arg = arg;
+    c->lock_wait =
+        session_lock_wait(c->env->sessions, c->env->loop, c->lock_deadline_ms, lock_ready, c, &err);
+    if (c->lock_wait == NULL) {
+        log_warn("cannot wait for the database lock off the loop: %s", err.msg);
+        c->lock_fn = NULL;
+        return -1;
+    }
+    tool_call_on_cancel(c, lock_cancelled, NULL);
+    return 0;
+}
+
+void
+tool_call_done_store_busy(struct tool_call *c)
+{
+    char msg[ERR_MSG_MAX + 300];
+    cJSON *detail = cJSON_CreateObject();
+    int waited = store_busy_timeout_ms(c->env->store);
+
+    snprintf(msg, sizeof(msg),
+             "the database '%s' is locked by another process: this call waited %d ms (the busy "
+             "timeout) for its write lock and nothing was changed; retry the call when the "
+             "other process (a drun-admin gc or compact, a sqlite3 shell) is done",
+             store_path(c->env->store), waited);
+    if (detail != NULL) {
+        cJSON_AddNumberToObject(detail, "waited_ms", waited);
+    }
+    tool_call_done_error(c, TOOL_ERR_STORE_BUSY, msg, detail);
+}
+
+/* A synchronous handler parked by park_for_lock: run it again, or end the call. */
+static void
+rerun(struct tool_call *c, void *arg, int status)
+{
+    (void)arg;
+    switch (status) {
+    case TOOL_LOCK_READY:
+        run_handler(c);
+        break;
+    case TOOL_LOCK_TIMEOUT:
+        tool_call_done_store_busy(c);
+        break;
+    default:
+        tool_call_done_error(c, TOOL_ERR_CANCELLED, "the call was cancelled", NULL);
+        break;
+    }
+}
+
+/*
+ * Called by finish() for a failing call: when the failure is the write lock held by
+ * another process (a nowait BEGIN in the handler's synchronous part), parks the call
+ * until the lock is free and returns 1; the handler then runs again from the start
+ * (everything it did before its first write is in memory or re-done the same way).
+ */
+static int
+park_for_lock(struct tool_call *c)
+{
+    struct store *st = c->env != NULL ? c->env->store : NULL;
+
+    if (c != sync_call || st == NULL || !store_would_block(st)) {
+        return 0;
+    }
+    if (tool_call_wait_lock(c, rerun, NULL) < 0) {
+        return 0;
+    }
+    /* What the failed run noted about itself goes; the next run notes it again. */
+    c->summary[0] = '\0';
+    c->session_id[0] = '\0';
+    c->checkpoint_id = -1;
+    sync_call = NULL;
+    return 1;
 }
 
 /* Ends the call: audit, hand the result (or NULL) to the host, free. */
@@ -293,7 +423,16 @@ finish(struct tool_call *c, cJSON *result, const char *code, const char *message
 {
     const char *outcome = c->cancelled ? "cancelled" : code ? "error" : "ok";
     struct tool_call_host host = c->host;
+    struct session_mgr *sessions = c->env != NULL ? c->env->sessions : NULL;
+    void *loop = c->env != NULL ? c->env->loop : NULL;
 
+    if (code != NULL && park_for_lock(c)) {
+        cJSON_Delete(result);
+        return;
+    }
+    if (c == sync_call) {
+        sync_call = NULL;
+    }
     if (!c->audit_taken) {
         write_audit(c, outcome, c->cancelled ? TOOL_ERR_CANCELLED : code, message);
     }
@@ -305,6 +444,9 @@ finish(struct tool_call *c, cJSON *result, const char *code, const char *message
     mem_free(c->client_version);
     mem_free(c->refusal);
     mem_free(c);
+    if (sessions != NULL && loop != NULL) {
+        session_lock_flush_soon(sessions, loop); /* rows queued while the lock was held */
+    }
     if (host.respond == NULL) {
         cJSON_Delete(result);
         return;
@@ -449,7 +591,47 @@ tools_call_run(struct tool_call *call)
         return;
     }
     buf_release(&msg);
-    call->def->handler(call);
+    if (call->env != NULL && call->env->store != NULL && store_queue_full(call->env->store)) {
+        tool_call_done_error(call, TOOL_ERR_STORE_BUSY,
+                             "the database is locked by another process and the rows of "
+                             "read-only calls waiting for it are at their cap; retry the call "
+                             "when the other process is done",
+                             NULL);
+        return;
+    }
+    run_handler(call);
+}
+
+/*
+ * Runs the handler with the store in nowait mode: a write in its synchronous part that
+ * would wait for another process's lock fails at once, and finish() parks the call
+ * (park_for_lock) instead of sleeping on the loop. An asynchronous tool's later writes
+ * (after its child process or download) run with nowait off, as before, unless the tool
+ * parks them itself (session_bash's commit: tool_call_wait_lock).
+ */
+static void
+run_handler(struct tool_call *c)
+{
+    struct store *st = c->env != NULL ? c->env->store : NULL;
+
+    if (st == NULL) {
+        c->def->handler(c);
+        return;
+    }
+    sync_call = c;
+    store_clear_would_block(st);
+    store_set_nowait(st, 1);
+    c->def->handler(c); /* may end and free c */
+    store_set_nowait(st, 0);
+    sync_call = NULL;
+}
+
+void
+tools_shutdown(struct tools_env *env)
+{
+    if (env != NULL && env->sessions != NULL) {
+        session_lock_shutdown(env->sessions);
+    }
 }
 
 void

@@ -128,7 +128,7 @@ audit_policy_error(struct tools_env *env)
     row.outcome = "error";
     row.error_code = TOOL_ERR_CONFIG;
     row.checkpoint_id = -1;
-    if (store_audit_append(env->store, &row, &err) < 0) {
+    if (store_audit_append_soon(env->store, &row, &err) < 0) {
         log_warn("cannot write the config_reload audit row: %s", err.msg);
     }
 }

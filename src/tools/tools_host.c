@@ -616,7 +616,7 @@ session_mount(struct tool_call *call)
     struct stat sb;
     struct err err;
     cJSON *r = NULL;
-    int fd = -1;
+    int fd = -1, nowait;
 
     memset(&mt, 0, sizeof(mt));
     buf_init(&mt.data, (size_t)1 << 31);
@@ -715,7 +715,10 @@ session_mount(struct tool_call *call)
         }
     }
     tool_call_set_checkpoint(call, delta.checkpoint_id);
-    /* Overlays are session-wide and never checkpointed: register them, do not copy. */
+    /* Overlays are session-wide and never checkpointed: register them, do not copy. The
+     * checkpoint is committed, so these writes wait for the lock as before instead of
+     * failing at once and sending the call round again (tool.h, "write lock"). */
+    nowait = store_set_nowait(env->store, 0);
     for (int i = 0; i < cJSON_GetArraySize(mt.overlays); i++) {
         const cJSON *o = cJSON_GetArrayItem(mt.overlays, i);
         const char *k = cJSON_GetObjectItemCaseSensitive(o, "key")->valuestring;
@@ -724,6 +727,7 @@ session_mount(struct tool_call *call)
             log_warn("cannot register overlay '%s' -> '%s': %s", k, h, err.msg);
         }
     }
+    store_set_nowait(env->store, nowait);
     r = tsess_state(s, &delta, &mt.e);
     if (r == NULL) {
         tsess_fail(call, &mt.e);

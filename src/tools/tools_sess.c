@@ -73,7 +73,14 @@ tsess_code(const struct session_err *e)
     case SESSION_E_OTHER:
         break;
     }
-    return e->base.code == ERR_CANCELLED ? TOOL_ERR_CANCELLED : TOOL_ERR_INTERNAL;
+    switch (e->base.code) {
+    case ERR_CANCELLED:
+    case ERR_BUSY:
+    case ERR_STALE:
+        return tools_err_code(e->base.code);
+    default:
+        return TOOL_ERR_INTERNAL;
+    }
 }
 
 void

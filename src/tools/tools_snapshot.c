@@ -340,9 +340,11 @@ do_session_snapshot(struct tool_call *call)
         struct err derr;
         char msg[ERR_MSG_MAX];
         session_leave(s, SESSION_READ);
+        int nowait = store_set_nowait(st, 0); /* a clean-up waits rather than leave it */
         if (store_snapshot_delete(st, snap.name, &derr) < 0) {
             log_warn("cannot delete snapshot '%s' after a failed export: %s", snap.name, derr.msg);
         }
+        store_set_nowait(st, nowait);
         snprintf(msg, sizeof(msg), "cannot write snapshot file: %.180s; no snapshot was kept",
                  err.msg);
         tool_call_done_error(call, err.code == ERR_DENIED ? "snapshot_denied" : TOOL_ERR_INTERNAL,
@@ -788,9 +790,11 @@ do_session_restore(struct tool_call *call)
 fail:
     if (imported) {
         struct err derr;
+        int nowait = store_set_nowait(env->store, 0); /* a clean-up waits, not leave it */
         if (store_snapshot_delete(env->store, snap, &derr) < 0) {
             log_warn("cannot delete imported snapshot '%s': %s", snap, derr.msg);
         }
+        store_set_nowait(env->store, nowait);
     }
     tsess_fail(call, &e);
 }

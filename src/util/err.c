@@ -75,6 +75,7 @@ err_name(int code)
         [ERR_VERSION] = "version",
         [ERR_CANCELLED] = "cancelled",
         [ERR_INTERNAL] = "internal",
+        [ERR_STALE] = "stale",
     };
 
     if (code < 0 || code >= ERR__COUNT || names[code] == NULL) {

@@ -34,6 +34,7 @@ enum err_code {
     ERR_VERSION,   /* stored data is from an incompatible version */
     ERR_CANCELLED, /* the caller asked to stop */
     ERR_INTERNAL,  /* a bug: an invariant did not hold */
+    ERR_STALE,     /* the file we hold open is no longer the one at its path */
     ERR__COUNT
 };
 
