@@ -28,8 +28,9 @@
  * marks its range dropped and re-parents the next live checkpoint. Nothing is ever
  * renumbered, so labels and fork parents stay valid.
  *
- * Idleness is checked at call time (there is no reaper timer): a mutation on a session
- * idle longer than limits.idle_secs fails with SESSION_E_IDLE; reads, fork, switch,
+ * Idleness is checked at call time (there is no reaper timer) and counts from the end
+ * of the session's last call: a mutation on a session idle longer than limits.idle_secs
+ * fails with SESSION_E_IDLE; reads, fork, switch,
  * close, list and tree keep working (reference section 14 item 8, the documented
  * intent). session_reattach() (used by session_switch) restarts the idle clock.
  *
