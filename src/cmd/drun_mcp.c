@@ -87,7 +87,7 @@ int
 main(int argc, char **argv)
 {
     const char *db = NULL, *config = NULL;
-    char *config_path = NULL, *db_owned = NULL;
+    char *config_path = NULL, *db_owned = NULL, *runtime_dir = NULL;
     struct policy_store *policy = NULL;
     struct store_opts sopts;
     int config_explicit = 0;
@@ -181,6 +181,10 @@ main(int argc, char **argv)
                 db = db_owned = mem_strdup(p->db_path);
             }
             sopts.synchronous_normal = p->sqlite_synchronous == POLICY_SYNC_NORMAL;
+            /* runtime_dir is read once: workspaces do not move under a running daemon. */
+            if (p->runtime_dir != NULL) {
+                runtime_dir = mem_strdup(p->runtime_dir);
+            }
             policy_unref(p);
         } else if (db == NULL || db[0] == '\0') {
             fprintf(stderr, "drun-mcp: no database named and config '%s' cannot be used: %s\n",
@@ -220,7 +224,7 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
-    if (session_mgr_new(st, NULL, &env.sessions, &err) < 0) {
+    if (session_mgr_new(st, runtime_dir, &env.sessions, &err) < 0) {
         log_error("cannot start the session manager: %s", err.msg);
         store_close(st);
         return 1;
@@ -246,6 +250,7 @@ main(int argc, char **argv)
     policy_store_free(policy);
     mem_free(config_path);
     mem_free(db_owned);
+    mem_free(runtime_dir);
     close(out_fd);
     return 0;
 }
