@@ -32,6 +32,7 @@
 #include "tools/tools.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "workspace/workspace.h"
 
 #ifndef DRUN_VERSION
 #define DRUN_VERSION "0.1.0"
@@ -81,6 +82,26 @@ parse_size(const char *s, size_t *out)
     }
     *out = (size_t)v;
     return 0;
+}
+
+/* The disk bound: see drun_mcp_bound_enter(). */
+static void
+bound_workspaces(void)
+{
+    const char *v = getenv("DRUN_WORKSPACE_BOUND");
+    char why[256];
+
+    if (v != NULL && strcmp(v, "off") == 0) {
+        return; /* the escape hatch, and the benchmarks' "before" */
+    }
+    if (drun_mcp_bound_enter(why, sizeof(why)) < 0) {
+        fprintf(stderr,
+                "drun-mcp: warn: %s; workspaces are bounded only after each command (run "
+                "'drun-mcp doctor')\n",
+                why);
+        return;
+    }
+    ws_bound_enable(1);
 }
 
 int
@@ -205,6 +226,7 @@ main(int argc, char **argv)
         return 2;
     }
 
+    bound_workspaces();
     /* stdout belongs to the protocol: keep a private copy, point fd 1 at stderr. */
     out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
