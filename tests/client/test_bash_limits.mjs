@@ -49,9 +49,8 @@ if (asNobody && process.getuid() !== 0) {
 const MIB = 1 << 20;
 const HOLD = 120000; // hang guard only
 const tmp = makeTmp();
-if (asNobody) {
-  chmodSync(tmp, 0o755);
-}
+// Every directory above a workspace must be searchable by whoever the sandbox runs as.
+chmodSync(tmp, 0o755);
 
 // Starts a daemon with config text `cfg`; returns { client, pid, stderr(), rt, db, close }.
 async function daemon(name, cfg, env = {}) {
@@ -109,13 +108,23 @@ async function until(what, cond) {
 // Writes a line into a FIFO without blocking the event loop (the reader may not be there yet).
 function release(fifo) {
   return new Promise((res, rej) => {
-    const p = spawn('sh', ['-c', 'echo go > "$1"', 'sh', fifo], { stdio: 'ignore' });
+    // Bounded, so a command that already ended (a failing run) cannot hang the test here.
+    const p = spawn('timeout', ['60', 'sh', '-c', 'echo go > "$1"', 'sh', fifo], { stdio: 'ignore' });
     p.on('exit', (c) => (c === 0 ? res() : rej(new Error(`writing ${fifo}: exit ${c}`))));
   });
 }
-// The workspace as the daemon sees it (its mount namespace), and as the host sees it.
-const wsDaemon = (d, sid) => `/proc/${d.pid}/root${d.rt}/ws-${sid}`;
-const wsHost = (d, sid) => join(d.rt, `ws-${sid}`);
+// The workspace as the daemon sees it (its mount namespace), and as the host sees it:
+// ws-<sid> under runtime_dir, directly or in the daemon's own directory below it.
+function wsRel(d, sid) {
+  const top = `/proc/${d.pid}/root${d.rt}`;
+  if (existsSync(`${top}/ws-${sid}`)) return `ws-${sid}`;
+  for (const sub of names(top) || []) {
+    if (existsSync(`${top}/${sub}/ws-${sid}`)) return `${sub}/ws-${sid}`;
+  }
+  return `ws-${sid}`;
+}
+const wsDaemon = (d, sid) => `/proc/${d.pid}/root${d.rt}/${wsRel(d, sid)}`;
+const wsHost = (d, sid) => join(d.rt, wsRel(d, sid));
 function duKiB(path) {
   try {
     return Number(execFileSync('du', ['-sk', path], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split('\t')[0]);
@@ -138,9 +147,11 @@ function names(path) {
     const sid = (await ok(d, 'create_session', {})).session_id;
     const r = await bash(d, sid, 'echo hi > a.txt');
     assertEq(r.exit_code, 0, 'exit code');
-    assert(existsSync(join(d.rt, `ws-${sid}`)), `no ws-${sid} under runtime_dir ${d.rt}; xdg holds ${JSON.stringify(names(join(d.dir, 'xdg')))}`);
+    assert(existsSync(wsHost(d, sid)), `no ws-${sid} under runtime_dir ${d.rt}; xdg holds ${JSON.stringify(names(join(d.dir, 'xdg')))}`);
     assert(existsSync(join(wsDaemon(d, sid), 'a.txt')), `no ws-${sid}/a.txt under runtime_dir ${d.rt} as the daemon sees it`);
-    assertEq((statSync(d.rt).mode & 0o777).toString(8), '700', 'mode of runtime_dir');
+    // Private: 0700 (a root daemon may add search-only for the user its sandboxes run as).
+    const mode = statSync(d.rt).mode & 0o777;
+    assert((mode & 0o066) === 0 && (mode & 0o700) === 0o700, `mode of runtime_dir is ${mode.toString(8)}`);
     assert(!existsSync(join(d.dir, 'xdg', 'drun')), 'a workspace went under XDG_RUNTIME_DIR');
   });
   await d.close();
@@ -154,11 +165,11 @@ function names(path) {
     await bash(d, sid, 'true');
     const t0 = Date.now();
     const p = call(d, 'session_bash', { command: 'mkfifo hold && cat hold > /dev/null; rm -f hold; echo done', description: 'long', session_id: sid });
-    const fifo = join(d.rt, `ws-${sid}`, 'hold');
-    await until('the command to park on its FIFO', () => existsSync(wsDaemon(d, sid) + '/hold') || existsSync(fifo));
+    const fifo = () => `${wsDaemon(d, sid)}/hold`;
+    await until('the command to park on its FIFO', () => existsSync(fifo()));
     // Hold the call past the idle limit (2 s, compared in whole seconds: > 2 means 3 s).
     await until('the call to be older than the idle limit', () => Date.now() - t0 > 4500);
-    await release(existsSync(fifo) ? fifo : wsDaemon(d, sid) + '/hold');
+    await release(fifo());
     const r = await p;
     assert(!r.isError, `the long call failed: ${JSON.stringify(r.v).slice(0, 300)}`);
     const n = await call(d, 'session_bash', { command: 'echo next', description: 'next', session_id: sid });
@@ -211,14 +222,14 @@ function names(path) {
   const sid = (await ok(d, 'create_session', {})).session_id;
   await bash(d, sid, 'echo head > kept.txt');
   const boundKiB = 64 * 1024 + 2 * 1024; // the bound plus 2 MiB of slack
-  for (const [what, writer] of [
-    ['fallocate', 'for i in 1 2 3; do fallocate -l 300M f$i; done'],
-    ['head -c', 'head -c 314572800 /dev/zero > big'],
-    ['dd', 'dd if=/dev/zero of=big bs=1M count=300 status=none'],
+  for (const [what, writer, hold] of [
+    ['fallocate', 'for i in 1 2 3; do fallocate -l 300M f$i; done', 'hold1'],
+    ['head -c', 'head -c 314572800 /dev/zero > big', 'hold2'],
+    ['dd', 'dd if=/dev/zero of=big bs=1M count=300 status=none', 'hold3'],
   ]) {
     await R.run(`a command writing 300+ MiB with max_workspace_mb = 64 is bounded while it runs (${what})`, async () => {
       let maxD = 0, maxH = 0, done = false;
-      const p = call(d, 'session_bash', { command: `${writer}; rc=$?; mkfifo hold; cat hold; exit $rc`, description: 'fill', session_id: sid });
+      const p = call(d, 'session_bash', { command: `${writer}; rc=$?; mkfifo ${hold}; cat ${hold}; exit $rc`, description: 'fill', session_id: sid });
       p.then(() => (done = true), () => (done = true));
       const poll = (async () => {
         while (!done) {
@@ -227,11 +238,11 @@ function names(path) {
           await new Promise((r) => setTimeout(r, 10));
         }
       })();
-      await until('the command to park on its FIFO', () => existsSync(wsDaemon(d, sid) + '/hold'));
+      await until('the command to park on its FIFO', () => existsSync(`${wsDaemon(d, sid)}/${hold}`));
       const parkedD = duKiB(wsDaemon(d, sid)), parkedH = duKiB(wsHost(d, sid));
       maxD = Math.max(maxD, parkedD);
       maxH = Math.max(maxH, parkedH);
-      await release(wsDaemon(d, sid) + '/hold');
+      await release(`${wsDaemon(d, sid)}/${hold}`);
       const r = await p;
       await poll;
       const after = names(wsDaemon(d, sid));
