@@ -32,6 +32,7 @@
 #include "tools/tools.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "workspace/workspace.h"
 
 #ifndef DRUN_VERSION
 #define DRUN_VERSION "0.1.0"
@@ -83,11 +84,31 @@ parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* The disk bound: see drun_mcp_bound_enter(). */
+static void
+bound_workspaces(void)
+{
+    const char *v = getenv("DRUN_WORKSPACE_BOUND");
+    char why[256];
+
+    if (v != NULL && strcmp(v, "off") == 0) {
+        return; /* the escape hatch, and the benchmarks' "before" */
+    }
+    if (drun_mcp_bound_enter(why, sizeof(why)) < 0) {
+        fprintf(stderr,
+                "drun-mcp: warn: %s; workspaces are bounded only after each command (run "
+                "'drun-mcp doctor')\n",
+                why);
+        return;
+    }
+    ws_bound_enable(1);
+}
+
 int
 main(int argc, char **argv)
 {
     const char *db = NULL, *config = NULL;
-    char *config_path = NULL, *db_owned = NULL;
+    char *config_path = NULL, *db_owned = NULL, *runtime_dir = NULL;
     struct policy_store *policy = NULL;
     struct store_opts sopts;
     int config_explicit = 0;
@@ -198,6 +219,10 @@ main(int argc, char **argv)
                 db = db_owned = mem_strdup(p->db_path);
             }
             sopts.synchronous_normal = p->sqlite_synchronous == POLICY_SYNC_NORMAL;
+            /* runtime_dir is read once: workspaces do not move under a running daemon. */
+            if (p->runtime_dir != NULL) {
+                runtime_dir = mem_strdup(p->runtime_dir);
+            }
             policy_unref(p);
         } else if (db == NULL || db[0] == '\0') {
             fprintf(stderr, "drun-mcp: no database named and config '%s' cannot be used: %s\n",
@@ -218,6 +243,7 @@ main(int argc, char **argv)
         return 2;
     }
 
+    bound_workspaces();
     /* stdout belongs to the protocol: keep a private copy, point fd 1 at stderr. */
     out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
@@ -237,7 +263,7 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
-    if (session_mgr_new(st, NULL, &env.sessions, &err) < 0) {
+    if (session_mgr_new(st, runtime_dir, &env.sessions, &err) < 0) {
         log_error("cannot start the session manager: %s", err.msg);
         store_close(st);
         return 1;
@@ -263,6 +289,7 @@ main(int argc, char **argv)
     policy_store_free(policy);
     mem_free(config_path);
     mem_free(db_owned);
+    mem_free(runtime_dir);
     close(out_fd);
     return 0;
 }

@@ -14,10 +14,14 @@
 #include "cmd/drun_mcp_doctor.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "policy/policy.h"
@@ -118,6 +122,159 @@ check_runtime(struct report *r, const struct policy *p)
         line_ok("runtime directory", buf_cstr(&dir));
     }
     buf_release(&dir);
+}
+
+/* Writes text to a /proc file; 0 or -1 (errno set). */
+static int
+proc_write(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    size_t n = strlen(text);
+    ssize_t w;
+
+    if (fd < 0) {
+        return -1;
+    }
+    w = write(fd, text, n);
+    close(fd);
+    return w == (ssize_t)n ? 0 : -1;
+}
+
+/*
+ * The mount namespace the workspaces are mounted in. Slave to the host's: the daemon
+ * still sees mounts the host makes later, and the host never sees the workspaces, which
+ * vanish with the process even on kill -9. An unprivileged daemon's user namespace maps
+ * only its own uid and gid to themselves, so it keeps its identity (files it writes are
+ * its own, ownership checks see the same uid) and gains the right to mount there only;
+ * bwrap, started from it, nests each sandbox's user namespace below it.
+ */
+int
+drun_mcp_bound_enter(char *why, size_t n)
+{
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    char map[64];
+
+    if (uid != 0) {
+        if (getuid() != uid || getgid() != gid) {
+            snprintf(why, n, "drun-mcp runs set-uid or set-gid, so it cannot map its ids");
+            return -1;
+        }
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            snprintf(why, n, "cannot create a user namespace for the workspace mounts: %s",
+                     strerror(errno));
+            return -1;
+        }
+        snprintf(map, sizeof(map), "%lu %lu 1", (unsigned long)uid, (unsigned long)uid);
+        if (proc_write("/proc/self/uid_map", map) != 0 ||
+            proc_write("/proc/self/setgroups", "deny") != 0) {
+            snprintf(why, n, "cannot map uid %lu in the workspace namespace: %s",
+                     (unsigned long)uid, strerror(errno));
+            return -1;
+        }
+        snprintf(map, sizeof(map), "%lu %lu 1", (unsigned long)gid, (unsigned long)gid);
+        if (proc_write("/proc/self/gid_map", map) != 0) {
+            snprintf(why, n, "cannot map gid %lu in the workspace namespace: %s",
+                     (unsigned long)gid, strerror(errno));
+            return -1;
+        }
+    } else if (unshare(CLONE_NEWNS) != 0) {
+        snprintf(why, n, "cannot make a private mount namespace: %s", strerror(errno));
+        return -1;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) {
+        snprintf(why, n, "cannot make the mount namespace private: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The disk bound, probed as drun-mcp does it, in a child so this process stays where it
+ * is: enter the namespace, mount a 1 MiB tmpfs on a scratch directory under the runtime
+ * directory, and write 2 MiB into it, which must fail with ENOSPC.
+ */
+static void
+check_disk_bound(struct report *r, const struct policy *p)
+{
+    struct buf dir;
+    struct err err;
+    char scratch[SANDBOX_PATH_MAX + 32];
+    char why[256] = "";
+    int fds[2];
+    pid_t pid;
+    int st = 0;
+    ssize_t got;
+
+    buf_init(&dir, SANDBOX_PATH_MAX);
+    if (ws_runtime_dir(p ? p->runtime_dir : NULL, &dir, &err) < 0) {
+        buf_release(&dir);
+        line_skip("disk bound", "needs the runtime directory");
+        return;
+    }
+    snprintf(scratch, sizeof(scratch), "%s/doctor-XXXXXX", buf_cstr(&dir));
+    buf_release(&dir);
+    if (mkdtemp(scratch) == NULL || pipe2(fds, O_CLOEXEC) != 0) {
+        line_skip("disk bound", "cannot make a scratch directory");
+        return;
+    }
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        static char block[65536];
+        int fd;
+        size_t total = 0;
+
+        close(fds[0]);
+        if (drun_mcp_bound_enter(why, sizeof(why)) < 0) {
+            (void)!write(fds[1], why, strlen(why));
+            _exit(1);
+        }
+        if (mount("drun-doctor", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576") != 0) {
+            snprintf(why, sizeof(why), "cannot mount a tmpfs in the workspace namespace: %s",
+                     strerror(errno));
+            (void)!write(fds[1], why, strlen(why));
+            _exit(1);
+        }
+        fd = open(scratch, O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+        while (fd >= 0 && total < ((size_t)2 << 20) && write(fd, block, sizeof(block)) > 0) {
+            total += sizeof(block);
+        }
+        if (fd < 0 || total >= ((size_t)2 << 20) || errno != ENOSPC) {
+            snprintf(why, sizeof(why), "a 1 MiB workspace mount took %zu bytes without ENOSPC",
+                     total);
+            (void)!write(fds[1], why, strlen(why));
+            _exit(1);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    got = pid > 0 ? read(fds[0], why, sizeof(why) - 1) : -1;
+    why[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    rmdir(scratch);
+    if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        line_ok("disk bound",
+                geteuid() == 0
+                    ? "each workspace is a size-capped tmpfs (max_workspace_mb) in a private mount "
+                      "namespace: a command sees ENOSPC at the limit"
+                    : "each workspace is a size-capped tmpfs (max_workspace_mb), mounted from "
+                      "drun-mcp's own user namespace: a command sees ENOSPC at the limit");
+        return;
+    }
+    line_fail(r, "disk bound", why[0] ? why : "the probe failed",
+              geteuid() == 0
+                  ? "allow mount namespaces for drun-mcp (it needs unshare(CLONE_NEWNS) and "
+                    "mount), or accept that a command can fill the disk holding runtime_dir "
+                    "until it ends"
+                  : "allow unprivileged user namespaces for drun-mcp ('sysctl -w "
+                    "user.max_user_namespaces=15000'; on Ubuntu 24.04 an AppArmor profile "
+                    "with 'userns,' for drun-mcp, or 'sysctl -w "
+                    "kernel.apparmor_restrict_unprivileged_userns=0'), or run drun-mcp as "
+                    "root; until then a command can fill the disk holding runtime_dir until "
+                    "it ends");
 }
 
 /* Loads config.toml as drun-mcp would; *out gets the policy (or NULL). */
@@ -224,6 +381,7 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
     check_sandbox(&r);
     check_config(&r, config, &p);
     check_runtime(&r, p);
+    check_disk_bound(&r, p);
     check_db(&r, db, p);
     policy_unref(p);
     printf("%s\n", r.failed

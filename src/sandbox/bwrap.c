@@ -1130,6 +1130,32 @@ contains_ci(const char *hay, size_t n, const char *needle)
     return 0;
 }
 
+/*
+ * Memory is limited with RLIMIT_AS (set before bwrap, inherited by the command): a refused
+ * allocation is an mmap/brk that fails with ENOMEM, which no one outside the process can
+ * observe. So the answer comes from what the runtime prints as it dies, one message per
+ * common runtime: libc (strerror ENOMEM), coreutils and glibc ("memory exhausted"),
+ * Python (MemoryError), Perl and Node ("Out of memory"), C++ (std::bad_alloc), Rust
+ * ("memory allocation of N bytes failed"), Go ("cannot allocate memory"), and
+ * "failed to allocate" / "allocation failed" (V8, jemalloc, many C programs).
+ */
+static int
+memory_refused(const char *tail, size_t tn)
+{
+    static const char *const words[] = {
+        "cannot allocate memory", "out of memory",     "memoryerror",
+        "memory exhausted",       "bad_alloc",         "memory allocation of",
+        "failed to allocate",     "allocation failed",
+    };
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (contains_ci(tail, tn, words[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void
 finish(struct sandbox *sb)
 {
@@ -1173,10 +1199,12 @@ finish(struct sandbox *sb)
                contains_ci(tail, tn, "fork: resource temporarily")) {
         /* A refused fork shows as the shell's message even when the script still exits 0. */
         r->limit_hit = "processes";
-    } else if (r->exit_code &&
-               (contains_ci(tail, tn, "cannot allocate memory") ||
-                contains_ci(tail, tn, "out of memory") || contains_ci(tail, tn, "memoryerror"))) {
+    } else if (r->exit_code && memory_refused(tail, tn)) {
         r->limit_hit = "memory";
+    } else if (r->exit_code && (contains_ci(tail, tn, "no space left on device") ||
+                                contains_ci(tail, tn, "disk quota exceeded"))) {
+        /* ENOSPC from the bounded workspace (or the /tmp tmpfs): see docs/security.md. */
+        r->limit_hit = "disk";
     } else if (r->out.truncated || r->err.truncated) {
         r->limit_hit = "output";
     }

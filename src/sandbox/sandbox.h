@@ -97,7 +97,7 @@ struct sandbox_result {
     int timed_out;         /* the wall-clock limit killed it */
     int cancelled;         /* sandbox_cancel killed it */
     const char *limit_hit; /* "timeout", "memory", "cpu", "file_size", "processes",
-                              "output" or NULL; a static string */
+                              "disk" (ENOSPC), "output" or NULL; a static string */
     struct sandbox_output out;
     struct sandbox_output err;
     int64_t duration_ms;

@@ -28,8 +28,9 @@
  * marks its range dropped and re-parents the next live checkpoint. Nothing is ever
  * renumbered, so labels and fork parents stay valid.
  *
- * Idleness is checked at call time (there is no reaper timer): a mutation on a session
- * idle longer than limits.idle_secs fails with SESSION_E_IDLE; reads, fork, switch,
+ * Idleness is checked at call time (there is no reaper timer) and counts from the end
+ * of the session's last call: a mutation on a session idle longer than limits.idle_secs
+ * fails with SESSION_E_IDLE; reads, fork, switch,
  * close, list and tree keep working (reference section 14 item 8, the documented
  * intent). session_reattach() (used by session_switch) restarts the idle clock.
  *
@@ -249,12 +250,14 @@ struct session_commit_meta {
     const void *stderr_data;
     size_t stderr_len;
     int64_t duration_ms;
+    int disk_full; /* the command ran out of space in its bounded workspace (ENOSPC) */
 };
 
 /* What a commit did: the new checkpoint and its changes against the old head. */
 struct session_delta {
     int64_t checkpoint_id;
     size_t added, modified, removed;
+    int64_t removed_unstorable; /* rollback: entries no checkpoint can hold, removed from disk */
 };
 
 /* Starts a change on a copy of s's head manifest. The caller has entered SESSION_WRITE. */
@@ -311,7 +314,8 @@ int session_workspace_prepare(struct session *s, struct ws_dir **dir, struct ses
  * commits what it holds as a new checkpoint with meta (command, exit code, output),
  * exactly as session_edit_commit would. skipped (may be NULL) receives the entries the
  * scan skipped (FIFOs, sockets, devices); release with ws_scan_report_release().
- * On failure the directory is marked for a full re-sync.
+ * meta->disk_full fails it with SESSION_E_SIZE without scanning. On every failure the
+ * directory is back at the head (session_workspace_reset) before this returns.
  */
 int session_commit_scan(struct session *s, const struct session_commit_meta *meta,
                         struct store_audit *audit, struct session_delta *delta,
@@ -319,9 +323,14 @@ int session_commit_scan(struct session *s, const struct session_commit_meta *met
 
 /*
  * After a failed, cancelled or timed-out command: puts the directory back exactly to
- * the head (full re-sync), so nothing the command left behind leaks into the next one.
+ * the head (full re-sync), so nothing the command left behind leaks into the next one,
+ * including entries the scan could not store (names that are not valid keys, FIFOs,
+ * sockets, devices); *removed_unstorable (may be NULL) receives how many of those went.
  */
-int session_workspace_reset(struct session *s, struct session_err *e);
+int session_workspace_reset(struct session *s, int64_t *removed_unstorable, struct session_err *e);
+
+/* 1 if the last scan of s's directory left entries on disk that it could not store. */
+int session_workspace_has_unstorable(const struct session *s);
 
 /* ---- history operations (session_history.c) ---------------------------------------------- */
 

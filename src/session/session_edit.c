@@ -359,6 +359,20 @@ session_edit_commit(struct session_edit *ed, const struct session_commit_meta *m
 
 /* ---- the workspace directory --------------------------------------------------------- */
 
+/*
+ * The size of the workspace's bounding filesystem: max_workspace_mb, or what the head
+ * occupies there if that is more (tmpfs counts whole pages per file, so a tree of many
+ * small files needs more than its logical size), plus the slack.
+ */
+static uint64_t
+workspace_bound(const struct session *s)
+{
+    uint64_t limit = (uint64_t)(s->mgr->limits.max_workspace_mb * MIB);
+    uint64_t need = ws_bound_need(s->manifest);
+
+    return (need > limit ? need : limit) + WS_BOUND_SLACK;
+}
+
 int
 session_workspace_prepare(struct session *s, struct ws_dir **dir, struct session_err *e)
 {
@@ -380,12 +394,15 @@ session_workspace_prepare(struct session *s, struct ws_dir **dir, struct session
     if (s->dir == NULL) {
         buf_init(&p, 4096);
         if (ws_runtime_session_path(m->runtime, s->id, &p, &e->base) < 0 ||
-            ws_dir_open(buf_cstr(&p), &s->dir, &e->base) < 0) {
+            ws_dir_open_bounded(buf_cstr(&p), workspace_bound(s), &s->dir, &e->base) < 0) {
             buf_release(&p);
             return session_fail_err(e, SESSION_E_OTHER, &e->base);
         }
         buf_release(&p);
         s->dir_trusted = 0;
+    }
+    if (ws_dir_bound_grow(s->dir, workspace_bound(s), &e->base) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
     }
     rc = s->dir_trusted ? ws_dir_sync(s->dir, s->manifest, &m->blobs, &e->base)
                         : ws_dir_resync(s->dir, s->manifest, &m->blobs, &e->base);
@@ -399,17 +416,68 @@ session_workspace_prepare(struct session *s, struct ws_dir **dir, struct session
 }
 
 int
-session_workspace_reset(struct session *s, struct session_err *e)
+session_workspace_reset(struct session *s, int64_t *removed_unstorable, struct session_err *e)
 {
+    struct ws_dir_stats before, after;
+
+    if (removed_unstorable != NULL) {
+        *removed_unstorable = 0;
+    }
     s->dir_trusted = 0;
     if (s->dir == NULL) {
         return 0;
     }
-    if (ws_dir_resync(s->dir, s->manifest, &s->mgr->blobs, &e->base) < 0) {
+    ws_dir_stats(s->dir, &before);
+    if (ws_dir_bound_grow(s->dir, workspace_bound(s), &e->base) < 0 ||
+        ws_dir_resync(s->dir, s->manifest, &s->mgr->blobs, &e->base) < 0) {
         return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    ws_dir_stats(s->dir, &after);
+    if (removed_unstorable != NULL) {
+        *removed_unstorable = (int64_t)(after.removed_unstorable - before.removed_unstorable);
     }
     s->dir_trusted = 1;
     return 0;
+}
+
+int
+session_workspace_has_unstorable(const struct session *s)
+{
+    return s->dir != NULL && ws_dir_skipped(s->dir);
+}
+
+/*
+ * Every failed commit ends here before its answer: the directory goes back to the head
+ * now, so the files the command wrote are gone when the caller learns the call failed
+ * (the next command, or anyone reading the directory, never sees them). If even that
+ * fails, the directory stays untrusted and the next prepare re-syncs it fully.
+ */
+static int
+commit_failed(struct session *s)
+{
+    struct session_err re;
+
+    if (session_workspace_reset(s, NULL, &re) < 0) {
+        log_warn("session '%s': cannot reset the workspace after a failed commit: %s", s->id,
+                 re.base.msg);
+    }
+    return -1;
+}
+
+/* The size error of a command that wrote more than the limit (or ran out of room). */
+static int
+size_exceeded(struct session_err *e, uint64_t limit, const char *why)
+{
+    char cause[ERR_MSG_MAX];
+
+    snprintf(cause, sizeof(cause), "%s", why);
+    session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
+                 "workspace size exceeds limit of %lld bytes (%s); the command's changes were "
+                 "not kept",
+                 (long long)limit, cause);
+    e->d1 = -1;
+    e->d2 = (int64_t)limit;
+    return -1;
 }
 
 int
@@ -427,37 +495,45 @@ session_commit_scan(struct session *s, const struct session_commit_meta *meta,
     }
     memset(&lim, 0, sizeof(lim));
     lim.max_bytes = (uint64_t)(m->limits.max_workspace_mb * MIB);
+    s->dir_trusted = 0; /* the command changed the directory: trusted again once committed */
+    if (meta->disk_full) {
+        /* The command ran out of room in its bounded workspace (ENOSPC): whatever it left
+         * is what fitted, not what it meant to write, so none of it is kept. */
+        size_exceeded(e, lim.max_bytes, "the command ran out of space in the workspace");
+        return commit_failed(s);
+    }
     /* The scan puts blobs inside the commit's bracket, so a failure leaves none. */
     if (store_begin(m->st, &e->base) < 0) {
-        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        if (store_would_block(m->st)) {
+            /* Another process holds the write lock and the loop may not wait for it: the
+             * caller parks this commit and calls again once the lock is free, so the
+             * command's changes must stay in the directory. A park that ends in a timeout
+             * or a cancel resets the workspace itself before its answer. */
+            return -1;
+        }
+        return commit_failed(s);
     }
     if (ws_dir_rescan(s->dir, &lim, &m->blobs, skipped, &e->base) < 0) {
         store_rollback(m->st);
-        s->dir_trusted = 0;
         if (e->base.code == ERR_TOOBIG) {
             /* The reference's words first, then the scan's cause (the file, or the one-file
              * or blob cap that was hit), which says what to delete. */
-            char why[ERR_MSG_MAX];
-            snprintf(why, sizeof(why), "%s", e->base.msg);
-            session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
-                         "workspace size exceeds limit of %lld bytes (%s); the command's changes "
-                         "were not kept",
-                         (long long)lim.max_bytes, why);
-            e->d1 = -1;
-            e->d2 = (int64_t)lim.max_bytes;
-            return -1;
+            size_exceeded(e, lim.max_bytes, e->base.msg);
+            return commit_failed(s);
         }
-        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        return commit_failed(s);
     }
     if (ws_manifest_clone(ws_dir_manifest(s->dir), &next, &e->base) < 0) {
         store_rollback(m->st);
-        s->dir_trusted = 0;
-        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        return commit_failed(s);
     }
     if (commit_manifest(s, next, NULL, 0, meta, audit, delta, 1, e) < 0) {
-        /* The directory now holds the command's changes, which were not kept. */
-        s->dir_trusted = 0;
-        return -1;
+        /* The directory holds the command's changes, which were not kept. */
+        return commit_failed(s);
     }
+    s->dir_trusted = 1;
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "util/mem.h"
 
 int
@@ -39,6 +40,21 @@ session_rollback(struct session *s, int64_t cp, struct session_delta *delta, str
         delta->added = c.added;
         delta->modified = c.modified;
         delta->removed = c.removed;
+        delta->removed_unstorable = 0;
+    }
+    /*
+     * Entries the scans could not store (bad names, FIFOs, ...) are in no checkpoint, so
+     * the incremental sync before the next command would never remove them: a rollback
+     * to checkpoint 0 would still let the next command read them. Remove them now.
+     */
+    if (session_workspace_has_unstorable(s)) {
+        int64_t n = 0;
+        if (session_workspace_reset(s, &n, e) < 0) {
+            log_warn("session '%s': cannot reset the workspace after a rollback: %s", s->id,
+                     e->base.msg);
+        } else if (delta != NULL) {
+            delta->removed_unstorable = n;
+        }
     }
     return 0;
 }

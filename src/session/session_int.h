@@ -17,7 +17,8 @@ struct session {
     size_t n_live, cap_live;
     int busy;             /* a mutating call is in flight */
     int readers;          /* read-only calls in flight */
-    int64_t last_mono_ms; /* last activity (monotonic clock) */
+    int64_t last_mono_ms; /* last activity (monotonic clock): the end of the last call */
+    int active;           /* calls in flight that count as activity (not idle at entry) */
     struct ws_dir *dir;   /* opened by the first command */
     int dir_trusted;      /* 0: the next prepare must fully re-sync */
     void *warm;           /* the next command's prepared sandbox (session_exec_warm_put) */

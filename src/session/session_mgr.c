@@ -665,7 +665,8 @@ session_enter(struct session *s, int mode, struct session_err *e)
     int64_t now = time_mono_ms();
     int64_t idle = (now - s->last_mono_ms) / 1000;
     int64_t limit = s->mgr->limits.idle_secs;
-    int is_idle = limit > 0 && idle > limit;
+    /* A session with a call in flight is in use, however long that call runs. */
+    int is_idle = limit > 0 && s->active == 0 && idle > limit;
 
     if (s->busy || (mode == SESSION_WRITE && s->readers > 0)) {
         return session_fail(e, SESSION_E_BUSY, ERR_BUSY,
@@ -689,6 +690,7 @@ session_enter(struct session *s, int mode, struct session_err *e)
     }
     if (!is_idle) {
         s->last_mono_ms = now;
+        s->active++;
     }
     return 0;
 }
@@ -696,6 +698,15 @@ session_enter(struct session *s, int mode, struct session_err *e)
 void
 session_leave(struct session *s, int mode)
 {
+    /*
+     * Idleness counts from the end of the last call: a command longer than the idle
+     * limit must not make the very next call idle. A call that entered an idle session
+     * did not count as activity and does not here either (active is 0 then).
+     */
+    if (s->active > 0) {
+        s->active--;
+        s->last_mono_ms = time_mono_ms();
+    }
     if (mode == SESSION_WRITE) {
         s->busy = 0;
     } else if (s->readers > 0) {

@@ -265,7 +265,7 @@ reset_and_leave(struct bash_run *r)
     struct session_err e;
 
     run_unmount(r);
-    if (session_workspace_reset(r->s, &e) < 0) {
+    if (session_workspace_reset(r->s, NULL, &e) < 0) {
         /* The next prepare re-syncs fully (the reset left the directory untrusted). */
         log_warn("session '%s': cannot reset the workspace after a failed command: %s",
                  session_id(r->s), e.base.msg);
@@ -399,6 +399,7 @@ bash_commit(struct bash_run *r)
     meta.stderr_data = res->err.data.len ? res->err.data.data : NULL;
     meta.stderr_len = res->err.data.len;
     meta.duration_ms = res->duration_ms;
+    meta.disk_full = res->limit_hit != NULL && strcmp(res->limit_hit, "disk") == 0;
     snprintf(tmp, sizeof(tmp), "exit %d", res->exit_code);
     summarize(call, tmp, r->command);
     tool_call_audit_prepare(call, &row);

@@ -104,6 +104,8 @@ do_rollback(struct tool_call *call)
         tsess_fail(call, &e);
         return;
     }
+    /* Files the command made that no checkpoint could hold (bad names, FIFOs) are gone. */
+    cJSON_AddNumberToObject(st, "removed_unstorable", (double)d.removed_unstorable);
     tool_call_done_json(call, st);
 }
 

@@ -47,7 +47,7 @@ do_create_session(struct tool_call *call)
     struct session_mgr *m = tsess_mgr(call);
     struct session *s = NULL;
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
 
     if (m == NULL) {
         return;
@@ -72,7 +72,7 @@ do_session_switch(struct tool_call *call)
     const char *id = tool_call_arg_str(call, "session_id");
     struct session *s = NULL;
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
 
     if (m == NULL) {
         return;
@@ -95,7 +95,7 @@ do_session_fork(struct tool_call *call)
     struct tools_env *env = tool_call_env(call); /* outlives the call */
     struct session *src, *s = NULL;
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
     int64_t cp;
 
     src = tsess_open(call, 0);
@@ -240,7 +240,7 @@ do_session_label(struct tool_call *call)
     struct session *s;
     const char *label = tool_call_arg_str(call, "label");
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
 
     s = tsess_open(call, SESSION_WRITE);
     if (s == NULL) {
@@ -265,7 +265,7 @@ do_session_chat_record(struct tool_call *call)
     const char *prompt = tool_call_arg_str(call, "prompt");
     const char *response = tool_call_arg_str(call, "response");
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
 
     s = tsess_open(call, SESSION_READ);
     if (s == NULL) {

@@ -715,7 +715,7 @@ do_session_restore(struct tool_call *call)
     struct store_session ss;
     struct session *s = NULL;
     struct session_err e;
-    struct session_delta d = {0, 0, 0, 0};
+    struct session_delta d = {0, 0, 0, 0, 0};
     struct err err;
     int imported = 0;
     cJSON *st;

@@ -183,6 +183,44 @@ struct ws_dir;
  */
 int ws_dir_open(const char *path, struct ws_dir **out, struct err *err);
 
+/*
+ * ws_dir_open, and when bounds are enabled (ws_bound_enable) mounts a tmpfs of
+ * `bound_bytes` on the directory first, so nothing written into it, by a sync or by a
+ * command in a sandbox, can exceed that many bytes (writes fail with ENOSPC). The mount
+ * goes when the directory is closed. bound_bytes 0: no bound.
+ */
+int ws_dir_open_bounded(const char *path, uint64_t bound_bytes, struct ws_dir **out,
+                        struct err *err);
+
+/* 1 if the last rescan left entries on disk it could not store (until a resync). */
+int ws_dir_skipped(const struct ws_dir *d);
+
+/*
+ * Grows d's bounding tmpfs to `bytes` if it has one and it is smaller (a head that needs
+ * more pages than the limit: many small files, or a raised max_workspace_mb). Never
+ * shrinks it. 0 or -1.
+ */
+int ws_dir_bound_grow(struct ws_dir *d, uint64_t bytes, struct err *err);
+
+/* What m's files and links occupy on a tmpfs (whole pages each), in bytes. */
+uint64_t ws_bound_need(const struct ws_manifest *m);
+
+/* The size of d's bounding tmpfs, or 0 if it has none. */
+uint64_t ws_dir_bound(const struct ws_dir *d);
+
+/* Bytes a bounding tmpfs holds beyond the workspace limit (slack for the last partial write,
+ * so a command that filled it has exceeded the limit by construction). */
+#define WS_BOUND_SLACK ((uint64_t)1 << 20)
+
+/*
+ * Allows ws_dir_open_bounded to mount. Only cmd/ calls it, after moving the process into
+ * a mount namespace of its own (so the mounts are private and die with the process).
+ */
+void ws_bound_enable(int on);
+
+/* 1 if workspaces are bounded by a mount (ws_bound_enable was called with 1). */
+int ws_bound_enabled(void);
+
 /* Closes the fd and frees the memory; leaves the files. NULL is a no-op. */
 void ws_dir_close(struct ws_dir *d);
 
@@ -253,12 +291,13 @@ int ws_dir_rescan(struct ws_dir *d, const struct ws_limits *limits, const struct
                   struct ws_scan_report *report, struct err *err);
 
 struct ws_dir_stats {
-    uint64_t files_written; /* files and links written by sync/resync */
-    uint64_t dirs_made;     /* directories created */
-    uint64_t removed;       /* paths removed (a directory tree counts once) */
-    uint64_t files_read;    /* files and links read by rescan/resync */
-    uint64_t files_reused;  /* entries taken from the stat cache by rescan */
-    size_t mem_bytes;       /* heap held by d: manifest, keys, cache (estimate) */
+    uint64_t files_written;      /* files and links written by sync/resync */
+    uint64_t dirs_made;          /* directories created */
+    uint64_t removed;            /* paths removed (a directory tree counts once) */
+    uint64_t removed_unstorable; /* of those, entries no checkpoint can hold (resync) */
+    uint64_t files_read;         /* files and links read by rescan/resync */
+    uint64_t files_reused;       /* entries taken from the stat cache by rescan */
+    size_t mem_bytes;            /* heap held by d: manifest, keys, cache (estimate) */
 };
 
 /* Cumulative counters since ws_dir_open, and the current memory estimate. */

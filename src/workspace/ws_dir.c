@@ -99,6 +99,12 @@ ws_dir_adopt(struct ws_dir *d, struct ws_manifest *m, struct ws_stat *cache)
 int
 ws_dir_open(const char *path, struct ws_dir **out, struct err *err)
 {
+    return ws_dir_open_bounded(path, 0, out, err);
+}
+
+int
+ws_dir_open_bounded(const char *path, uint64_t bound_bytes, struct ws_dir **out, struct err *err)
+{
     struct ws_dir *d = NULL;
     struct stat st;
     int created = 0;
@@ -114,6 +120,19 @@ ws_dir_open(const char *path, struct ws_dir **out, struct err *err)
     if (d == NULL) {
         return err_set(err, ERR_NOMEM, "cannot open workspace '%s': out of memory", path);
     }
+    d->root_fd = -1;
+    d->root_path = mem_strdup(path);
+    if (d->root_path == NULL) {
+        err_set(err, ERR_NOMEM, "cannot open workspace '%s': out of memory", path);
+        goto fail;
+    }
+    /* Mounted before the root fd is opened, so the fd is the bounded filesystem's root. */
+    if (ws_bound_mount(d, path, bound_bytes, err) != 0) {
+        goto fail;
+    }
+    if (d->bound_mounted) {
+        created = 1; /* a fresh, empty filesystem */
+    }
     d->root_fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d->root_fd < 0) {
         err_set(err, ERR_IO, "cannot open the workspace directory '%s': %s", path,
@@ -125,8 +144,7 @@ ws_dir_open(const char *path, struct ws_dir **out, struct err *err)
         err_set(err, ERR_DENIED, "workspace directory '%s' is not owned by this user", path);
         goto fail;
     }
-    d->root_path = mem_strdup(path);
-    if (d->root_path == NULL || ws_manifest_new(&d->man, err) != 0) {
+    if (ws_manifest_new(&d->man, err) != 0) {
         err_set(err, ERR_NOMEM, "cannot open workspace '%s': out of memory", path);
         goto fail;
     }
@@ -146,10 +164,11 @@ ws_dir_close(struct ws_dir *d)
     if (d == NULL) {
         return;
     }
+    ws_watch_close(d->watch);
     if (d->root_fd >= 0) {
         close(d->root_fd);
     }
-    ws_watch_close(d->watch);
+    ws_bound_unmount(d);
     ws_manifest_free(d->man);
     mem_free(d->cache);
     mem_free(d->root_path);
@@ -187,6 +206,12 @@ const char *
 ws_dir_path(const struct ws_dir *d)
 {
     return d->root_path;
+}
+
+int
+ws_dir_skipped(const struct ws_dir *d)
+{
+    return d->skipped;
 }
 
 void
@@ -486,6 +511,7 @@ struct resync {
     unsigned char *verified; /* parallel to m: disk already matches */
     struct buf path;         /* the directory being walked */
     struct buf data;         /* scratch for reading contents */
+    int unwanted;            /* > 0: walking a tree that is being removed */
 };
 
 /*
@@ -654,6 +680,17 @@ resync_dir(struct resync *r, struct err *err)
                 }
                 continue;
             }
+            if (r->d->skipped) {
+                /* An unwanted tree that may hold entries the scan could not store: empty
+                 * it entry by entry, so each of those is counted, then remove it. */
+                int rc2;
+                r->unwanted++;
+                rc2 = resync_dir(r, err);
+                r->unwanted--;
+                if (rc2 != 0) {
+                    goto out;
+                }
+            }
         } else if (idx != (size_t)-1) {
             const struct ws_entry *e = &r->m->v[idx];
             int type_ok =
@@ -675,7 +712,18 @@ resync_dir(struct resync *r, struct err *err)
         if (ws_fs_rm(pfd, name, q, err) != 0) {
             goto out;
         }
-        r->d->stats.removed++;
+        if (r->unwanted == 0) {
+            r->d->stats.removed++; /* a tree counts once */
+        }
+        {
+            /* What no checkpoint can hold: a name that is not a valid key, or a FIFO,
+             * socket or device. The parents walked here are all valid keys. */
+            struct err bad;
+            if (!(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) ||
+                r->path.len > PATHKEY_MAX || pathkey_check(r->path.data, r->path.len, &bad) != 0) {
+                r->d->stats.removed_unstorable++;
+            }
+        }
     }
     rc = 0;
 out:
@@ -719,6 +767,7 @@ ws_dir_resync(struct ws_dir *d, const struct ws_manifest *m, const struct ws_blo
     }
     ws_stat_unrace(r.cache, m->n, ws_now_ns(), d->racy_ns);
     ws_watch_set_skips(d, NULL); /* the walk removed every skipped entry */
+    d->skipped = 0;
     ws_dir_adopt(d, nm, r.cache);
     nm = NULL;
     r.cache = NULL;

@@ -92,6 +92,9 @@ struct ws_dir {
     struct ws_watch *watch;    /* inotify state; NULL: every rescan is a full one */
     int last_scan;             /* enum ws_scan_kind of the last successful rescan */
     uint64_t stat_calls;       /* fstatat calls made by rescans (tests count them) */
+    int skipped;               /* the last rescan left entries it could not store */
+    int bound_mounted;         /* a size-capped tmpfs is mounted on the root (ws_bound.c) */
+    uint64_t bound_bytes;      /* its size */
 };
 
 /* The parent part and the leaf of a normal-form key ("a/b/c" -> "a/b", "c"). */
@@ -102,6 +105,15 @@ void ws_split(const char *path, size_t *parent_len, const char **leaf);
  * equals m (a successful sync, resync or rescan), so it also settles the watches.
  */
 void ws_dir_adopt(struct ws_dir *d, struct ws_manifest *m, struct ws_stat *cache);
+
+/* ---- the disk bound (ws_bound.c) ----------------------------------------------------- */
+
+/* Mounts a tmpfs of `bytes` on path (before d's root fd is opened) if bounds are
+ * enabled; 0 (nothing done) when they are not, or -1. */
+int ws_bound_mount(struct ws_dir *d, const char *path, uint64_t bytes, struct err *err);
+
+/* Detaches d's tmpfs, if it has one (d->root_path must still be set). */
+void ws_bound_unmount(struct ws_dir *d);
 
 /* ---- change watching (ws_watch.c) ---------------------------------------------------- */
 

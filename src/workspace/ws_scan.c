@@ -515,6 +515,7 @@ rescan_full(struct ws_dir *d, const struct ws_limits *limits, const struct ws_bl
         goto out;
     }
     ws_stat_unrace(cache, nm->n, ws_now_ns(), d->racy_ns);
+    d->skipped = s.skips.len > 0 || buf_failed(&s.skips);
     ws_watch_set_skips(d, &s.skips);
     ws_dir_adopt(d, nm, cache);
     nm = NULL;
@@ -762,6 +763,7 @@ rescan_dirty(struct ws_dir *d, const struct ws_limits *limits, const struct ws_b
         s.items[i].e.path = NULL;
     }
     ws_stat_unrace(cache, nm->n, ws_now_ns(), d->racy_ns);
+    d->skipped = s.skips.len > 0 || buf_failed(&s.skips);
     ws_watch_set_skips(d, &s.skips);
     ws_dir_adopt(d, nm, cache);
     nm = NULL;

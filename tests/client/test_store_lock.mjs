@@ -47,7 +47,7 @@ async function start(db, env = {}) {
     if (r.isError) return { error: JSON.parse(text) };
     try { return { json: JSON.parse(text), text }; } catch { return { text }; }
   };
-  return { client, call, stderr: () => stderr, close: () => client.close() };
+  return { client, call, pid: transport.pid, stderr: () => stderr, close: () => client.close() };
 }
 
 function ok(r, what) {
@@ -221,7 +221,9 @@ await R.run('a call cancelled while it waits for the lock ends, and its session 
       undefined, { signal: bc.signal, timeout: HANG }));
     await d.client.ping(); // both are in the daemon by now (one line each, in order)
     // The command has run (its file is in the workspace directory) and its commit waits.
-    await until(() => findFile(rt, 'cancelled.txt'), 'the command to run');
+    // Workspaces are size-capped mounts in the daemon's own mount namespace: look through
+    // its root, where they are visible.
+    await until(() => findFile(`/proc/${d.pid}/root${rt}`, 'cancelled.txt'), 'the command to run');
     ac.abort();
     bc.abort();
     await w.promise;

@@ -90,7 +90,10 @@ await srv.initialize();
 const A = (await tool('create_session', {})).body.session_id;
 const B = (await tool('create_session', {})).body.session_id;
 await bash(A, 'echo topsecret-A1 > secret.txt; mkdir -p sub; echo x > sub/y');
-if (!readdirSync(`${runtime}/ws-${A}`).includes('secret.txt')) line(false, 'setup', `no workspace at ${runtime}/ws-${A}`);
+// A root daemon's workspaces are size-capped mounts in its own mount namespace: read
+// them as the daemon sees them.
+const wsA = `/proc/${srv.proc.pid}/root${runtime}/ws-${A}`;
+if (!readdirSync(wsA).includes('secret.txt')) line(false, 'setup', `no workspace at ${wsA}`);
 
 await check("another session's files are invisible", async () => {
   const r = await bash(B, `find /tmp /workspace /home /root /run /var/tmp /dev/shm -name secret.txt 2>/dev/null; ` +

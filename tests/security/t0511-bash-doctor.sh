@@ -18,7 +18,8 @@ out=$(HOME="$T_TMP" "$mcp" doctor --db "$T_TMP/ok.db" 2>&1)
 rc=$?
 if ! bwrap --unshare-all --ro-bind / / true 2>/dev/null; then
     t_skip "bwrap cannot create a sandbox here"
-elif [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^ok ')" -eq 6 ] && ! echo "$out" | grep -q FAIL; then
+elif [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^ok ')" -eq 7 ] && ! echo "$out" | grep -q FAIL &&
+    echo "$out" | grep -q '^ok   disk bound: each workspace is a size-capped tmpfs'; then
     t_ok
 else
     t_fail "exit $rc: $out"

@@ -4,6 +4,8 @@
  */
 #include "test.h"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
@@ -436,6 +438,69 @@ TEST(special_files_skipped_and_reported)
     ws_manifest_free(empty);
 }
 
+TEST(resync_counts_unstorable_entries_in_removed_trees)
+{
+    struct ws_manifest *empty;
+    struct ws_dir *d = open_ws(1);
+    struct ws_dir_stats before, after;
+    struct err err;
+
+    CHECK_OK(ws_manifest_new(&empty, &err), &err);
+    CHECK_OK(ws_dir_sync(d, empty, &blobs, &err), &err);
+    CHECK(mkdir(wp("sub"), 0755) == 0);
+    spit(wp("sub/ok"), "o");
+    spit(wp("sub/c\x01d"), "x");
+    spit(wp("a\nb"), "y");
+    spit(wp("bad\xff"), "z");
+    CHECK(mkfifo(wp("sub/pipe"), 0644) == 0);
+    CHECK_EQ_INT(ws_dir_skipped(d), 0);
+    CHECK_OK(ws_dir_rescan(d, NULL, &blobs, NULL, &err), &err);
+    CHECK_EQ_INT(ws_dir_skipped(d), 1);
+    CHECK_EQ_INT(ws_manifest_count(ws_dir_manifest(d)), 1); /* sub/ok */
+    ws_dir_stats(d, &before);
+    /* back to empty: sub goes as a tree, and the four inside and beside it are counted */
+    CHECK_OK(ws_dir_resync(d, empty, &blobs, &err), &err);
+    ws_dir_stats(d, &after);
+    CHECK_EQ_INT(after.removed_unstorable - before.removed_unstorable, 4);
+    CHECK_EQ_INT(after.removed - before.removed, 3); /* sub, a\nb, bad\xff: a tree counts once */
+    CHECK_EQ_INT(ws_dir_skipped(d), 0);
+    CHECK(access(wp("sub"), F_OK) == -1 && access(wp("a\nb"), F_OK) == -1);
+    ws_dir_close(d);
+    ws_manifest_free(empty);
+}
+
+/* As root, a bounded directory refuses writes past its size with ENOSPC. */
+TEST(bounded_dir_refuses_writes_past_its_size)
+{
+    struct ws_dir *d;
+    struct err err;
+    static char block[65536];
+    size_t total = 0;
+    int fd;
+
+    if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) {
+        SKIP("needs root to mount (the client test covers the unprivileged daemon)");
+    }
+    ws_bound_enable(1);
+    CHECK_OK(ws_dir_open_bounded(test_path("bws"), (uint64_t)1 << 20, &d, &err), &err);
+    CHECK_EQ_INT(ws_dir_bound(d), (uint64_t)1 << 20);
+    fd = open(test_path("bws/f"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    while (total < ((size_t)4 << 20) && write(fd, block, sizeof(block)) > 0) {
+        total += sizeof(block);
+    }
+    CHECK_EQ_INT(errno, ENOSPC);
+    CHECK(total <= ((size_t)1 << 20));
+    close(fd);
+    CHECK_OK(ws_dir_bound_grow(d, (uint64_t)2 << 20, &err), &err);
+    CHECK_EQ_INT(ws_dir_bound(d), (uint64_t)2 << 20);
+    ws_dir_close(d);
+    /* closed: the mount is gone, the directory underneath is empty */
+    CHECK(access(test_path("bws/f"), F_OK) == -1);
+    ws_bound_enable(0);
+}
+
 TEST(empty_dirs_kept_and_removed)
 {
     struct ws_manifest *empty;
@@ -650,6 +715,7 @@ TESTS(sync_materializes_everything, sync_writes_only_what_differs, rescan_reuses
       same_size_change_in_same_tick_is_seen, exec_bit_and_links_recorded,
       planted_symlink_dir_openat2, planted_symlink_dir_fallback_walk,
       open_dir_never_resolves_through_links, special_files_skipped_and_reported,
+      resync_counts_unstorable_entries_in_removed_trees, bounded_dir_refuses_writes_past_its_size,
       empty_dirs_kept_and_removed, full_resync_repairs_damage, caps_at_and_past_the_edge,
       sync_reports_missing_blob_and_recovers, runtime_dir_checks,
       open_refuses_symlink_root_and_destroy_removes, memory_per_thousand_files)

@@ -1,0 +1,130 @@
+/*
+ * ws_bound.c - the hard bound on what one command can write into its workspace.
+ *
+ * The rescan after a command checks max_workspace_mb, but only once the command has
+ * ended: until then a command could fill the disk that holds the runtime directory
+ * (`fallocate -l 300G x`), and every other user of that disk with it. When the daemon
+ * may mount (it is root, and cmd/ has moved it into a mount namespace of its own so
+ * nothing it mounts is seen by, or outlives, anyone else), each workspace directory is
+ * a tmpfs of max_workspace_mb plus WS_BOUND_SLACK: a write past it fails with ENOSPC
+ * inside the sandbox, exactly like a full disk, while the command runs. The mount is
+ * made before the directory's root fd is opened, so every sync, rescan and the sandbox's
+ * bind see the same bounded filesystem; it is detached when the directory is closed.
+ *
+ * Why tmpfs and not a loop device, a project quota or an overlay: see
+ * docs/architecture.md ("The disk bound").
+ */
+#include "workspace/ws_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+static int bound_enabled;
+
+void
+ws_bound_enable(int on)
+{
+    bound_enabled = on;
+}
+
+int
+ws_bound_enabled(void)
+{
+    return bound_enabled;
+}
+
+int
+ws_bound_mount(struct ws_dir *d, const char *path, uint64_t bytes, struct err *err)
+{
+    struct stat st;
+    struct statfs sf;
+    char opts[160];
+
+    if (!bound_enabled || bytes == 0) {
+        return 0;
+    }
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return err_set(err, ERR_IO, "cannot bound the workspace '%s': not a directory", path);
+    }
+    if (statfs(path, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC) {
+        /* Our own mount from an earlier open in this process (the directory was closed
+         * while a prepared sandbox held it): it is bounded already; start it empty. */
+        if (umount2(path, MNT_DETACH) != 0) {
+            return err_set(err, ERR_IO, "cannot re-mount the workspace '%s': %s", path,
+                           strerror(errno));
+        }
+    }
+    /* The tmpfs root takes the directory's owner and mode, so whoever may write the
+     * workspace today still may. */
+    snprintf(opts, sizeof(opts), "size=%llu,mode=%04o,uid=%lu,gid=%lu", (unsigned long long)bytes,
+             (unsigned)(st.st_mode & 07777), (unsigned long)st.st_uid, (unsigned long)st.st_gid);
+    if (mount("drun-workspace", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+        return err_set(err, ERR_IO,
+                       "cannot mount the size-capped workspace on '%s': %s; run 'drun-mcp "
+                       "doctor'",
+                       path, strerror(errno));
+    }
+    d->bound_mounted = 1;
+    d->bound_bytes = bytes;
+    return 0;
+}
+
+void
+ws_bound_unmount(struct ws_dir *d)
+{
+    if (d->bound_mounted && d->root_path != NULL) {
+        /* Detached: a prepared sandbox may still hold it; the kernel frees it with the last
+         * reference. */
+        umount2(d->root_path, MNT_DETACH);
+        d->bound_mounted = 0;
+    }
+}
+
+int
+ws_dir_bound_grow(struct ws_dir *d, uint64_t bytes, struct err *err)
+{
+    char opts[64];
+
+    if (!d->bound_mounted || bytes <= d->bound_bytes) {
+        return 0;
+    }
+    snprintf(opts, sizeof(opts), "size=%llu", (unsigned long long)bytes);
+    if (mount(NULL, d->root_path, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) != 0) {
+        return err_set(err, ERR_IO, "cannot grow the size-capped workspace '%s': %s", d->root_path,
+                       strerror(errno));
+    }
+    d->bound_bytes = bytes;
+    return 0;
+}
+
+uint64_t
+ws_bound_need(const struct ws_manifest *m)
+{
+    uint64_t need = 0;
+
+    /* tmpfs gives each file and each symlink whole pages; directories cost none. */
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->v[i].type != WS_DIR) {
+            need += (m->v[i].size + 4095) / 4096 * 4096;
+            if (m->v[i].size == 0 || m->v[i].type == WS_SYMLINK) {
+                need += 4096;
+            }
+        }
+    }
+    return need;
+}
+
+uint64_t
+ws_dir_bound(const struct ws_dir *d)
+{
+    return d->bound_mounted ? d->bound_bytes : 0;
+}
