@@ -294,7 +294,7 @@ valid_key(const char *k)
 static int
 reserved_target(const char *p)
 {
-    static const char *const bad[] = {"/proc", "/dev", "/workspace", "/.drun"};
+    static const char *const bad[] = {"/proc", "/sys", "/dev", "/workspace", "/.drun"};
 
     if (strcmp(p, "/") == 0) {
         return 1;

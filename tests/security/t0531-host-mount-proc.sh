@@ -7,6 +7,7 @@
 #   - the same with mount_allowlist = ["/proc", "/sys", "/dev"]
 #   - a host link to /proc/self inside the allowlist
 #   - a canary variable of drun-mcp is in no workspace file afterwards
+#   - an allowlisted /sys is not bound read-only into the sandbox
 #
 # Every pass: as the current user and (as root) as nobody, cold and warm sandboxes.
 . "$(dirname "$0")/../lib.sh"
@@ -43,6 +44,11 @@ async function attempt(label) {
 await check('session_mount of /proc, /sys, /dev paths is refused (empty allowlist)', () => attempt('empty'));
 writeConfig(d.configPath, `mount_allowlist = ["/proc", "/sys", "/dev", "${dir}/allow"]\n`);
 await check('session_mount of /proc, /sys, /dev paths is refused (allowlisted)', () => attempt('allowlisted'));
+await check("an allowlisted /sys is not bound into the sandbox", async () => {
+  const s = await d.session();
+  const r = await d.bash(s, 'ls /sys 2>/dev/null | wc -l; cat /proc/1/environ 2>/dev/null | tr "\\0" "\\n" | grep -c DRUN_HOST_CANARY; true');
+  return r.stdout_tail === '0\n0\n' || `the sandbox sees: ${JSON.stringify(r.stdout_tail)}`;
+});
 await d.stop();
 done();
 JS
