@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "policy/policy.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 /* ---- drun's own files (rule 4) ----------------------------------------------------- */
@@ -224,6 +225,33 @@ const char *host_export_vcs_refusal(const struct policy *p, const char *key, int
  */
 int host_export_check_links(int outfd, const char *const *rels, size_t n, unsigned char *bad,
                             struct err *err);
+
+/* What session_export writes: the workspace entries, through callbacks. */
+enum host_entry_kind { HOST_ENTRY_DIR = 1, HOST_ENTRY_FILE, HOST_ENTRY_EXEC, HOST_ENTRY_LINK };
+
+struct host_export_ops {
+    void *ctx;
+    size_t n; /* entries */
+    /* The key and kind of entry i (valid while the export runs). */
+    const char *(*key)(void *ctx, size_t i, int *kind);
+    /* Entry i's bytes (file contents, or a link's target) into out; -1 stops the export. */
+    int (*read)(void *ctx, size_t i, struct buf *out);
+    /* Entry i is not written (or its link was removed again), and why. */
+    void (*skip)(void *ctx, size_t i, const char *why);
+};
+
+/*
+ * session_export's writes beneath hp (host_check'ed for POLICY_DOOR_EXPORT): opens
+ * output_dir (made if missing) from the allowlist root without following links, then
+ * each entry: VCS hooks skipped (host_export_vcs_refusal), directories made, files
+ * written atomically, links written only when their target stays inside lexically; an
+ * entry refused on the host (a link in the way, drun's own file) is skipped. Then every
+ * link written is checked as the host now is (host_export_check_links). written[i] is
+ * set for each entry written and kept. Returns 0, or -1 with err: a refused or broken
+ * output_dir or a system error at an entry; err->code is ERR_OK when read() stopped it.
+ */
+int host_export(const struct policy *p, const struct policy_hostpath *hp,
+                const struct host_export_ops *ops, unsigned char *written, struct err *err);
 
 /* Test hook: 1 forces the per-component walk, as if openat2 returned ENOSYS. */
 void host_force_fallback(int on);

@@ -1,29 +1,14 @@
 /*
- * tools_host.c - the host doors: session_mount, session_export, delete_from_host and
- * session_get_env.
+ * tools_host.c - the host doors as tools: session_mount, session_export,
+ * delete_from_host and session_get_env. JSON in, one call into host/ (host.h), JSON out.
  *
  * These four tools are the only ways an agent reaches the host's files and environment,
- * so every path they get is treated as hostile. Each call takes one policy snapshot
- * (tools_policy) and asks host_check() whether its door admits the path:
- * the path is resolved (symlinks included) and compared with the resolved
- * mount_allowlist entries by whole components, and an empty allowlist lets mount read
- * anywhere but refuses export and delete. That answer holds for one moment only, so
- * the I/O that follows never trusts a path string again:
- *
- *  - mount walks from "/" one component at a time with O_NOFOLLOW, then walks the tree
- *    with fd-relative fstatat/openat, never following a link: links become links in
- *    the workspace, FIFOs, sockets and devices are skipped and listed (never opened,
- *    so a FIFO cannot block the server and a device cannot be read), and bytes are
- *    counted while reading so the size limit stops the call the moment it is passed
- *    (a file's stat size is checked first, so a huge sparse file fails before a byte
- *    of it is read);
- *  - export and delete go through policy/hostpath.h, which re-walks from a directory fd
- *    of the allowlisted root with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so a symlink
- *    swapped in after the check makes the write fail instead of landing elsewhere.
- *
- * Export writes a symlink only when its target stays inside the exported tree (an
- * absolute target, or one that climbs out with "..", is skipped and listed), so an
- * exported tree never points an unwary host tool at /etc.
+ * so every path they get is treated as hostile, and every rule about host paths lives in
+ * host/, not here: the allowlist and the host rules (host_check), opening once without
+ * following links (host_open_read), the mount walk (host_read_tree, whose callbacks here
+ * stage entries into the session and count bytes against max_workspace_mb), the export
+ * (host_export, whose callbacks read entries from the session) and the delete
+ * (host_remove). Each call takes one policy snapshot (tools_policy).
  */
 #include "tools/tools_sess.h"
 
@@ -604,39 +589,46 @@ out:
 
 /* ---- session_export ------------------------------------------------------------------ */
 
-/*
- * 1 if the symlink at `key` with `target` resolves (lexically) inside the exported
- * tree: a relative target whose ".." never climbs above the tree's root. An absolute
- * target is outside by definition: the host's "/" is not the workspace's.
- */
-static int
-link_stays_inside(const char *key, const char *target, size_t tlen)
+/* The session's side of an export: the entries, read through the session. */
+struct export
 {
-    long depth = 0;
-    const char *p;
+    struct session_mgr *mgr;
+    const struct ws_entry **todo;
+    struct skips *skipped;
+    struct session_err e;
+    int failed;
+};
 
-    if (tlen == 0 || target[0] == '/' || memchr(target, '\0', tlen) != NULL) {
-        return 0;
+static const char *
+export_cb_key(void *ctx, size_t i, int *kind)
+{
+    const struct ws_entry *ent = ((struct export *)ctx)->todo[i];
+
+    *kind = ent->type == WS_DIR       ? HOST_ENTRY_DIR
+            : ent->type == WS_SYMLINK ? HOST_ENTRY_LINK
+            : ent->type == WS_EXEC    ? HOST_ENTRY_EXEC
+                                      : HOST_ENTRY_FILE;
+    return ent->path;
+}
+
+static int
+export_cb_read(void *ctx, size_t i, struct buf *out)
+{
+    struct export *ex = ctx;
+
+    if (session_read_entry(ex->mgr, ex->todo[i], out, &ex->e) < 0) {
+        ex->failed = 1;
+        return -1;
     }
-    for (p = key; *p != '\0'; p++) {
-        if (*p == '/') {
-            depth++; /* the link lives in a directory this deep */
-        }
-    }
-    p = target;
-    while (p < target + tlen) {
-        const char *end = memchr(p, '/', (size_t)(target + tlen - p));
-        size_t n = end ? (size_t)(end - p) : (size_t)(target + tlen - p);
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0) {
-                return 0;
-            }
-        } else if (!(n == 0 || (n == 1 && p[0] == '.'))) {
-            depth++;
-        }
-        p += n + (end != NULL);
-    }
-    return 1;
+    return 0;
+}
+
+static void
+export_cb_skip(void *ctx, size_t i, const char *why)
+{
+    struct export *ex = ctx;
+
+    skips_add(ex->skipped, ex->todo[i]->path, why);
 }
 
 static void
@@ -651,19 +643,15 @@ session_export(struct tool_call *call)
     struct policy_hostpath hp;
     const struct ws_manifest *m;
     const struct ws_entry **todo = NULL;
-    size_t ntodo = 0;
+    unsigned char *done = NULL;
+    size_t ntodo = 0, nwritten = 0;
     struct skips skipped = {NULL, 0};
+    struct host_export_ops ops;
+    struct export ex;
     struct session_err e;
-    struct buf data;
     struct err err;
     cJSON *written = NULL, *r;
-    const char **links = NULL; /* the symlinks written, to check once all are there */
-    cJSON **link_items = NULL; /* their entries in `written` */
-    unsigned char *link_bad = NULL;
-    size_t nlinks = 0;
-    int rootfd = -1, outfd = -1;
 
-    buf_init(&data, (size_t)1 << 31);
     if (tools_policy(call, &p) < 0) {
         goto out;
     }
@@ -703,90 +691,40 @@ session_export(struct tool_call *call)
             todo[ntodo++] = ws_manifest_at(m, i);
         }
     }
-    rootfd = host_open_root(hp.root, &err);
-    if (rootfd < 0 || (outfd = host_open_dir(rootfd, hp.rel, 1, 0755, &err)) < 0) {
-        tool_call_set_summary(call, "session_export: cannot open '%s'", output_dir);
-        fail_hostpath(call, p, &err);
-        goto out;
-    }
     written = cJSON_CreateArray();
     skipped.list = cJSON_CreateArray();
-    links = mem_calloc(ntodo + 1, sizeof(*links));
-    link_items = mem_calloc(ntodo + 1, sizeof(*link_items));
-    link_bad = mem_calloc(ntodo + 1, 1);
-    if (written == NULL || skipped.list == NULL || links == NULL || link_items == NULL ||
-        link_bad == NULL) {
+    done = mem_calloc(ntodo + 1, 1);
+    if (written == NULL || skipped.list == NULL || done == NULL) {
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
         goto out;
     }
-    for (size_t i = 0; i < ntodo; i++) {
-        const struct ws_entry *ent = todo[i];
-        char abs[HOST_PATH_MAX * 2];
-        int rc;
-
-        const char *vcs = host_export_vcs_refusal(p, ent->path, ent->type == WS_DIR);
-
-        if (vcs != NULL) {
-            skips_add(&skipped, ent->path, vcs);
-            continue;
-        }
-        buf_reset(&data);
-        if (ent->type == WS_DIR) {
-            rc = host_mkdirs(outfd, ent->path, 0755, &err);
+    memset(&ex, 0, sizeof(ex));
+    ex.mgr = env->sessions;
+    ex.todo = todo;
+    ex.skipped = &skipped;
+    memset(&ops, 0, sizeof(ops));
+    ops.ctx = &ex;
+    ops.n = ntodo;
+    ops.key = export_cb_key;
+    ops.read = export_cb_read;
+    ops.skip = export_cb_skip;
+    if (host_export(p, &hp, &ops, done, &err) < 0) {
+        tool_call_set_summary(call, "session_export: failed for '%s'", output_dir);
+        if (ex.failed) {
+            tsess_fail(call, &ex.e);
+        } else if (err.code == ERR_DENIED || err.code == ERR_INVAL) {
+            fail_hostpath(call, p, &err);
         } else {
-            if (session_read_entry(env->sessions, ent, &data, &e) < 0) {
-                tsess_fail(call, &e);
-                goto out;
-            }
-            if (ent->type == WS_SYMLINK) {
-                if (!link_stays_inside(ent->path, data.data, data.len)) {
-                    skips_add(&skipped, ent->path, "symlink target leaves the exported tree");
-                    continue;
-                }
-                rc = host_symlink(outfd, ent->path, buf_cstr(&data), &err);
-            } else {
-                rc = host_write_file(outfd, ent->path, data.data, data.len,
-                                     ent->type == WS_EXEC ? 0755 : 0644, &err);
-            }
-        }
-        if (rc < 0) {
-            if (err.code == ERR_DENIED) {
-                /* A link or a file in the way on the host: nothing was written there. */
-                skips_add(&skipped, ent->path,
-                          "a symlink or non-directory is in the way on the host");
-                continue;
-            }
-            tool_call_set_summary(call, "session_export: failed at '%s'", ent->path);
             tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
-            goto out;
         }
-        snprintf(abs, sizeof(abs), "%s/%s", hp.resolved, ent->path);
-        if (ent->type == WS_SYMLINK) {
-            links[nlinks++] = ent->path;
-            cJSON_AddItemToArray(written, cJSON_CreateString(abs));
-            link_items[nlinks - 1] = cJSON_GetArrayItem(written, cJSON_GetArraySize(written) - 1);
-            continue;
-        }
-        cJSON_AddItemToArray(written, cJSON_CreateString(abs));
+        goto out;
     }
-    /*
-     * Each link was judged alone, lexically; a chain of them (d0/.../d11/a -> ../..,
-     * up -> d0/.../d11/a/../..) can still reach "/". So every link just written is
-     * resolved on the host as it now is, beneath output_dir; one that leaves is removed.
-     */
-    if (nlinks > 0) {
-        if (host_export_check_links(outfd, links, nlinks, link_bad, &err) < 0) {
-            tool_call_set_summary(call, "session_export: cannot check links in '%s'", output_dir);
-            tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
-            goto out;
-        }
-        for (size_t i = 0; i < nlinks; i++) {
-            if (link_bad[i]) {
-                skips_add(&skipped, links[i],
-                          "symlink resolves outside output_dir on the host (with the other "
-                          "links written); removed");
-                cJSON_Delete(cJSON_DetachItemViaPointer(written, link_items[i]));
-            }
+    for (size_t i = 0; i < ntodo; i++) {
+        char abs[HOST_PATH_MAX * 2];
+        if (done[i]) {
+            snprintf(abs, sizeof(abs), "%s/%s", hp.resolved, todo[i]->path);
+            cJSON_AddItemToArray(written, cJSON_CreateString(abs));
+            nwritten++;
         }
     }
     {
@@ -798,33 +736,23 @@ session_export(struct tool_call *call)
     r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "output_dir", output_dir);
     cJSON_AddStringToObject(r, "resolved_output_dir", hp.resolved);
-    cJSON_AddNumberToObject(r, "written_count", cJSON_GetArraySize(written));
+    cJSON_AddNumberToObject(r, "written_count", (double)nwritten);
     cJSON_AddItemToObject(r, "exported_files", written);
     cJSON_AddItemToObject(r, "skipped", skipped.list);
     cJSON_AddNumberToObject(r, "skipped_total", (double)skipped.total);
     written = NULL;
-    tool_call_set_summary(call, "session_export: %zu entries to '%s' (%zu skipped)",
-                          ntodo > skipped.total ? ntodo - skipped.total : 0, hp.resolved,
-                          skipped.total);
+    tool_call_set_summary(call, "session_export: %zu entries to '%s' (%zu skipped)", nwritten,
+                          hp.resolved, skipped.total);
     skipped.list = NULL;
     tool_call_done_json(call, r);
 out:
-    if (outfd >= 0) {
-        close(outfd);
-    }
-    if (rootfd >= 0) {
-        close(rootfd);
-    }
     if (s != NULL) {
         session_leave(s, SESSION_READ);
     }
     cJSON_Delete(written);
     cJSON_Delete(skipped.list);
     mem_free(todo);
-    mem_free(links);
-    mem_free(link_items);
-    mem_free(link_bad);
-    buf_release(&data);
+    mem_free(done);
     policy_unref(p);
 }
 
