@@ -35,7 +35,6 @@
 #define ERR_ENV_DENIED    "env_var_denied"
 
 #define MIB             ((int64_t)1 << 20)
-#define MOUNT_DEPTH_MAX 256     /* directory levels a mount descends */
 #define MOUNT_ENTRY_MAX 1000000 /* entries one mount may stage */
 #define SKIP_LIST_MAX   100     /* skipped entries listed by name in a result */
 #define READ_CHUNK      65536
