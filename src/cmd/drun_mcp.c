@@ -269,6 +269,7 @@ main(int argc, char **argv)
         log_error("cannot open the database '%s': %s", db, err.msg);
         return 1;
     }
+    register_own_files(policy, config_path, db);
     if (tools_registry_init(&err) < 0) {
         log_error("cannot register the tools: %s", err.msg);
         store_close(st);
@@ -279,7 +280,6 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
-    register_own_files(policy, config_path, db);
     env.store = st;
     env.db_path = db;
     env.config_path = config_path;
