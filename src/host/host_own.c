@@ -37,7 +37,8 @@ struct own_file {
 };
 
 struct own_tree {
-    char path[PATH_MAX]; /* resolved */
+    char path[PATH_MAX]; /* resolved (as given, absolute, while it does not exist) */
+    int resolved;        /* dev and ino are from the directory */
     dev_t dev;
     ino_t ino;
     int kind; /* HOST_TREE_RUNTIME or HOST_TREE_SNAPSHOTS */
@@ -172,16 +173,43 @@ add_tree(const char *dir, int kind, struct err *err)
         return err_set(err, ERR_TOOBIG, "too many of drun's own directories registered");
     }
     t = &trees[ntrees];
+    memset(t, 0, sizeof(*t));
     if (realpath(dir, t->path) == NULL || stat(t->path, &sb) < 0) {
-        return 0; /* not there (yet): nothing to protect by inode; paths made later are ours */
+        /* Not there yet (snapshots_dir before the first snapshot): kept by its path, and
+         * by its inode once it exists (looked up at each check). */
+        if (dir[0] != '/' || strlen(dir) >= sizeof(t->path)) {
+            return 0;
+        }
+        snprintf(t->path, sizeof(t->path), "%s", dir);
+    } else {
+        t->resolved = 1;
+        t->dev = sb.st_dev;
+        t->ino = sb.st_ino;
     }
     if (strcmp(t->path, "/") == 0) {
         return 0; /* never make the whole host "ours": every door would close */
     }
-    t->dev = sb.st_dev;
-    t->ino = sb.st_ino;
     t->kind = kind;
     ntrees++;
+    return 0;
+}
+
+/* The tree's device and inode now; -1 while it does not exist. */
+static int
+tree_now(const struct own_tree *t, dev_t *dev, ino_t *ino)
+{
+    struct stat sb;
+
+    if (t->resolved) {
+        *dev = t->dev;
+        *ino = t->ino;
+        return 0;
+    }
+    if (stat(t->path, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+        return -1;
+    }
+    *dev = sb.st_dev;
+    *ino = sb.st_ino;
     return 0;
 }
 
@@ -227,8 +255,12 @@ host_own_path_match(const char *resolved, int holds, int skip_kind)
         if (trees[i].kind == skip_kind) {
             continue;
         }
-        if (host_path_under(resolved, trees[i].path) ||
-            (holds && host_path_under(trees[i].path, resolved))) {
+        char now[PATH_MAX];
+        const char *t = trees[i].path;
+        if (!trees[i].resolved && realpath(trees[i].path, now) != NULL) {
+            t = now; /* made since start-up: its resolved path now */
+        }
+        if (host_path_under(resolved, t) || (holds && host_path_under(t, resolved))) {
             return trees[i].path;
         }
     }
@@ -256,14 +288,15 @@ host_own_match(dev_t pdev, ino_t pino, const char *name, const struct stat *sb, 
         }
     }
     for (size_t i = 0; i < ntrees; i++) {
-        if (trees[i].kind == skip_kind) {
+        dev_t d;
+        ino_t n;
+        if (trees[i].kind == skip_kind || tree_now(&trees[i], &d, &n) < 0) {
             continue;
         }
-        if (sb != NULL && S_ISDIR(sb->st_mode) && trees[i].dev == sb->st_dev &&
-            trees[i].ino == sb->st_ino) {
+        if (sb != NULL && S_ISDIR(sb->st_mode) && d == sb->st_dev && n == sb->st_ino) {
             return trees[i].path;
         }
-        if (trees[i].dev == pdev && trees[i].ino == pino) {
+        if (d == pdev && n == pino) {
             return trees[i].path; /* anything directly in one of our directories */
         }
     }

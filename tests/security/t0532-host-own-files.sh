@@ -10,6 +10,7 @@
 #     another name); mounting $HOME skips them and lists them
 #   - the runtime directory (other sessions' workspaces) is behind no door
 #   - a command reads none of them through the sandbox's read-only bind of the allowlist
+#   - snapshots_dir, even when it is made after start-up, is behind the same doors
 #
 # Every pass: as the current user and (as root) as nobody, cold and warm sandboxes.
 . "$(dirname "$0")/../lib.sh"
@@ -90,6 +91,24 @@ await check('a command does not read them through the read-only bind of an allow
   if (r.stdout_tail.includes('SQLite format')) got.push('drun.db');
   if (/ws-/.test(r.stdout_tail)) got.push('the runtime directory');
   return got.length === 0 || `read ${got.join(', ')}: ${JSON.stringify(r.stdout_tail).slice(0, 200)}`;
+});
+
+await check('snapshots_dir, made after start-up, is behind the doors too', async () => {
+  if (d) await d.stop();
+  home = `${dir}/home5`;
+  own = `${home}/.drun`;
+  mkdirSync(own, { recursive: true });
+  const snaps = `${own}/snaps`;
+  d = await start({ config: `mount_allowlist = ["${home}"]\nsnapshots_dir = "${snaps}"\n`, configPath: `${own}/config.toml`, dbPath: `${own}/drun.db` });
+  s = await d.session();
+  await d.bash(s, 'echo data > f.txt');
+  await d.ok('session_snapshot', { description: 'x', name: 'keep', path: `${snaps}/keep.drundb`, session_id: s });
+  const got = [];
+  if ((await d.tool('session_export', { output_dir: snaps, description: 'x', session_id: s })).isError === false) got.push('export into it');
+  if ((await d.tool('delete_from_host', { path: `${snaps}/keep.drundb` })).isError === false) got.push('delete of a snapshot file');
+  if ((await d.tool('session_mount', { path: snaps, description: 'x', session_id: s })).isError === false) got.push('mount of it');
+  if (!existsSync(`${snaps}/keep.drundb`)) got.push('(the snapshot file is gone)');
+  return got.length === 0 || got.join(', ');
 });
 
 await d.stop();
