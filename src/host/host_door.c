@@ -169,6 +169,10 @@ open_abs(const char *abs, int want_dir, int want_reg, int o_path, int skip_kind,
     if (slashfd < 0) {
         return err_set(err, ERR_IO, "cannot open '/': %s", strerror(errno));
     }
+    if (name[0] == '\0' && abs[1] != '\0') {
+        close(slashfd);
+        return err_set(err, ERR_INVAL, "'%s' ends in '/'; name it without one", abs);
+    }
     if (name[0] == '\0') {
         /* "/" itself (mount of the whole host with an empty allowlist). */
         dirfd = slashfd;
