@@ -61,7 +61,10 @@ struct sandbox_limits {
 /* A workspace key bound read-only over /workspace/<key> (mount_overlay_paths). */
 struct sandbox_overlay {
     const char *key;      /* relative, '/'-separated, no '.', '..' or empty component */
-    const char *host_dir; /* absolute path of an existing directory */
+    const char *host_dir; /* absolute path of an existing directory (shown, checked) */
+    int dir_fd;           /* > 0: the directory as opened by host/ (O_PATH), bound through
+                             this fd (bwrap --ro-bind-fd), never by resolving host_dir
+                             again; 0 or -1: bound by path (tests, sandbox_describe) */
 };
 
 /* What to run and where. All pointers are borrowed for the duration of sandbox_start. */
@@ -71,7 +74,9 @@ struct sandbox_spec {
     size_t n_ro_paths;           /* each is bound at its own path; missing ones are skipped */
     const struct sandbox_overlay *overlays;
     size_t n_overlays;
-    const char *command; /* the script bytes (no NUL); need not be NUL-terminated */
+    const char *const *hide_paths; /* resolved host paths under ro_paths to cover: a file */
+    size_t n_hide_paths;           /* with an empty one, a directory with an empty tmpfs */
+    const char *command;           /* the script bytes (no NUL); need not be NUL-terminated */
     size_t command_len;
     const char *const *env; /* extra "NAME=value" (PYTHONPATH, NODE_PATH); not PATH etc. */
     size_t n_env;

@@ -270,8 +270,11 @@ await R.run('session_restore: both, neither, unknown name, missing file', async 
   errIs(await call('session_restore', { name: 'snap1', path: exp1 }), 'invalid_arguments', 'both', /exactly one/);
   errIs(await call('session_restore', { name: 'nope' }), 'invalid_arguments', 'unknown', /no snapshot named 'nope'/);
   errIs(await call('session_restore', { path: join(tmp, 'missing.db') }), 'invalid_arguments', 'missing');
-  errIs(await call('session_restore', { path: snaps }), 'invalid_arguments', 'a directory');
-  errIs(await call('session_restore', { path: '/dev/zero' }), 'invalid_arguments', 'a device is never opened', /not a regular file/);
+  mkdirSync(join(snaps, 'a-directory'), { recursive: true });
+  errIs(await call('session_restore', { path: join(snaps, 'a-directory') }), 'invalid_arguments', 'a directory');
+  // snapshots_dir itself is drun's own directory: behind the read door like the DB.
+  errIs(await call('session_restore', { path: snaps }), 'snapshot_denied', 'snapshots_dir itself');
+  errIs(await call('session_restore', { path: '/dev/zero' }), 'snapshot_denied', 'a device is never opened', /not permitted/);
 }));
 
 await R.run('session_restore: a truncated or damaged .drun file is refused, nothing kept', async () => unchanged('bad drun', async () => {
