@@ -37,7 +37,7 @@ rank() {
     case $1 in
     util) echo 0 ;;
     store) echo 1 ;;
-    workspace | sandbox | fetch | policy) echo 2 ;;
+    workspace | sandbox | fetch | policy | host) echo 2 ;;
     session) echo 3 ;;
     tools) echo 4 ;;
     mcp) echo 5 ;;

@@ -18,11 +18,14 @@
 #include <cjson/cJSON.h>
 
 #include "cmd/drun_mcp_doctor.h"
+#include "host/host.h"
 #include "mcp/mcp.h"
 #include "session/session.h"
 #include "policy/policy.h"
 #include "store/store.h"
 #include "tools/tools.h"
+#include "workspace/workspace.h"
+#include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -73,6 +76,40 @@ parse_size(const char *s, size_t *out)
     }
     *out = (size_t)v;
     return 0;
+}
+
+/*
+ * Puts drun's own files behind every host door (host.h, rule 4): the config file, the
+ * DB and its companions, the runtime directory and snapshots_dir. A failure is logged,
+ * not fatal: the allowlist still decides, and a missing directory has nothing to guard.
+ */
+static void
+register_own_files(struct policy_store *ps, const char *config_path, const char *db)
+{
+    struct policy *p = NULL;
+    struct buf rt;
+    struct err err;
+
+    if (host_own_add_file(config_path, &err) < 0) {
+        log_warn("cannot guard the config file '%s': %s", config_path, err.msg);
+    }
+    if (host_own_add_db(db, &err) < 0) {
+        log_warn("cannot guard the database '%s': %s", db, err.msg);
+    }
+    buf_init(&rt, 8192);
+    if (policy_current(ps, &p, &err) == 0) {
+        if (ws_runtime_dir(p->runtime_dir, &rt, &err) == 0 &&
+            host_own_add_tree(buf_cstr(&rt), &err) < 0) {
+            log_warn("cannot guard the runtime directory: %s", err.msg);
+        }
+        if (host_own_add_snapshots(p->snapshots_dir, &err) < 0) {
+            log_warn("cannot guard snapshots_dir: %s", err.msg);
+        }
+        policy_unref(p);
+    } else if (ws_runtime_dir(NULL, &rt, &err) == 0 && host_own_add_tree(buf_cstr(&rt), &err) < 0) {
+        log_warn("cannot guard the runtime directory: %s", err.msg);
+    }
+    buf_release(&rt);
 }
 
 int
@@ -197,6 +234,7 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
+    register_own_files(policy, config_path, db);
     env.store = st;
     env.db_path = db;
     env.config_path = config_path;

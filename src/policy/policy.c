@@ -88,6 +88,7 @@ static const struct field fields[] = {
     {"env_allowlist", F_ENVS, OFF(env_allowlist), 0, 0},
     {"snapshots_dir", F_PATH, OFF(snapshots_dir), 0, 0},
     {"snapshot_on_close", F_BOOL, OFF(snapshot_on_close), 0, 0},
+    {"export_vcs_hooks", F_BOOL, OFF(export_vcs_hooks), 0, 0},
     {"db_path", F_PATH, OFF(db_path), 0, 0},
     {"runtime_dir", F_PATH, OFF(runtime_dir), 0, 0},
     {"sqlite_synchronous", F_SYNC, OFF(sqlite_synchronous), 0, 0},

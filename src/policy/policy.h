@@ -86,6 +86,7 @@ struct policy {
     struct policy_strlist env_allowlist;       /* exact variable names */
     char *snapshots_dir;                       /* absolute */
     int snapshot_on_close;
+    int export_vcs_hooks; /* session_export may write .git hooks and .git/config */
 
     /* storage */
     char *db_path;          /* absolute, or NULL when the config does not name one */

@@ -44,6 +44,7 @@ static const char config_template[] =
     "# sqlite_synchronous = \"full\"        # or \"normal\"\n"
     "# snapshots_dir = \"~/.drun/snapshots\"\n"
     "# snapshot_on_close = false\n"
+    "# export_vcs_hooks = false\n"
     "# env_allowlist = []\n"
     "# mount_overlay_paths = [\"node_modules\", \".venv\", \"venv\", \"target\", "
     "\"__pycache__\", \".git\"]\n"

@@ -240,6 +240,7 @@ policy_json(cJSON *c, const struct policy *p, const char *db_in_use)
     cJSON_AddNumberToObject(c, "package_install_timeout_ms", (double)p->package_install_timeout_ms);
 
     cJSON_AddBoolToObject(c, "snapshot_on_close", p->snapshot_on_close);
+    cJSON_AddBoolToObject(c, "export_vcs_hooks", p->export_vcs_hooks);
     cJSON_AddNumberToObject(c, "fetch_max_bytes", (double)p->fetch_max_bytes);
     cJSON_AddBoolToObject(c, "fetch_allow_private", p->fetch_allow_private);
     cJSON_AddItemToObject(c, "fetch_allow_cidrs", strlist_json(&p->fetch_allow_cidrs));

@@ -4,7 +4,7 @@
  *
  * These four tools are the only ways an agent reaches the host's files and environment,
  * so every path they get is treated as hostile. Each call takes one policy snapshot
- * (tools_policy) and asks policy_hostpath_check() whether its door admits the path:
+ * (tools_policy) and asks host_check() whether its door admits the path:
  * the path is resolved (symlinks included) and compared with the resolved
  * mount_allowlist entries by whole components, and an empty allowlist lets mount read
  * anywhere but refuses export and delete. That answer holds for one moment only, so
@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/hostpath.h"
+#include "host/host.h"
 #include "policy/policy.h"
 #include "session/session.h"
 #include "store/store.h"
@@ -125,7 +125,7 @@ delete_from_host(struct tool_call *call)
     const char *path = tool_call_arg_str(call, "path");
     struct policy *p = NULL;
     struct policy_hostpath hp;
-    struct hostpath_removed rm;
+    struct host_removed rm;
     struct err err;
     cJSON *r;
     int rootfd = -1;
@@ -133,18 +133,18 @@ delete_from_host(struct tool_call *call)
     if (tools_policy(call, &p) < 0) {
         return;
     }
-    if (policy_hostpath_check(p, path, POLICY_DOOR_DELETE, &hp, &err) < 0) {
+    if (host_check(p, path, POLICY_DOOR_DELETE, &hp, &err) < 0) {
         tool_call_set_summary(call, "delete_from_host: refused '%s'", path);
         fail_hostpath(call, p, &err);
         goto out;
     }
     /*
      * The check resolved the parent and kept the last name, so hp.rel names the entry
-     * itself (a link is removed as a link). hostpath_remove re-walks rel from the root
+     * itself (a link is removed as a link). host_remove re-walks rel from the root
      * fd without following links and refuses to cross into another filesystem.
      */
-    rootfd = hostpath_open_root(hp.root, &err);
-    if (rootfd < 0 || hostpath_remove(rootfd, hp.rel, &rm, &err) < 0) {
+    rootfd = host_open_root(hp.root, &err);
+    if (rootfd < 0 || host_remove(rootfd, hp.rel, &rm, &err) < 0) {
         tool_call_set_summary(call, "delete_from_host: failed '%s'", path);
         fail_hostpath(call, p, &err);
         goto out;
@@ -356,249 +356,87 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
     return mount_stage(mt, key, (sb->st_mode & 0111) ? WS_EXEC : WS_FILE, mt->data.len, hash);
 }
 
-/* Records the symlink `name` in dirfd as a link (its target, never followed). */
-static int
-mount_link(struct mount *mt, int dirfd, const char *name, const char *key)
-{
-    char target[PATH_MAX];
-    uint8_t hash[HASH_LEN];
-    ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
-
-    if (n < 0 || (size_t)n >= sizeof(target) || n == 0) {
-        skips_add(&mt->skipped, key, n < 0 ? "unreadable symlink" : "symlink target too long");
-        return 0;
-    }
-    if (mount_put(mt, target, (size_t)n, hash) < 0) {
-        return -1;
-    }
-    mt->files++;
-    return mount_stage(mt, key, WS_SYMLINK, (uint64_t)n, hash);
-}
+/* ---- the walk's callbacks (host_read_tree does the walking) ---- */
 
 static int
-is_overlay_name(const struct policy *p, const char *name)
+mount_cb_is_overlay(void *ctx, const char *name)
 {
-    for (size_t i = 0; i < p->mount_overlay_paths.n; i++) {
-        if (strcmp(p->mount_overlay_paths.v[i], name) == 0) {
+    struct mount *mt = ctx;
+
+    for (size_t i = 0; i < mt->p->mount_overlay_paths.n; i++) {
+        if (strcmp(mt->p->mount_overlay_paths.v[i], name) == 0) {
             return 1;
         }
     }
     return 0;
 }
 
-/*
- * Walks the directory open at fd (key prefix `prefix`, "" at the top). Entries are
- * examined with fstatat(AT_SYMLINK_NOFOLLOW) and opened only when they are regular
- * files or directories, with O_NOFOLLOW, and checked again by fstat on the open fd:
- * an entry swapped for a link or a FIFO between the two is skipped, never followed.
- */
 static int
-mount_dir(struct mount *mt, int fd, const char *prefix, int depth)
+mount_cb_overlay(void *ctx, const char *key)
 {
-    DIR *d;
-    struct dirent *de;
-    struct buf key;
-    int rc = -1, any = 0;
+    struct mount *mt = ctx;
+    char host[HOST_PATH_MAX];
+    cJSON *o;
 
-    if (depth > MOUNT_DEPTH_MAX) {
-        close(fd);
-        return session_fail(&mt->e, SESSION_E_ARGS, ERR_TOOBIG,
-                            "directories are nested deeper than %d levels below '%s'; mount a "
-                            "shallower directory",
-                            MOUNT_DEPTH_MAX, mt->host_root);
+    if ((size_t)snprintf(host, sizeof(host), "%s%s%s", mt->host_root,
+                         strcmp(mt->host_root, "/") ? "/" : "", key) >= sizeof(host)) {
+        skips_add(&mt->skipped, key, "path too long");
+        return 0;
     }
-    d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s",
-                            mt->host_root, prefix, strerror(errno));
-    }
-    buf_init(&key, PATHKEY_MAX + 1);
-    while ((errno = 0, de = readdir(d)) != NULL) {
-        struct stat sb, fsb;
-        const char *name = de->d_name;
-        int cfd;
-
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-            continue;
-        }
-        any = 1;
-        buf_reset(&key);
-        if (prefix[0] != '\0') {
-            buf_printf(&key, "%s/", prefix);
-        }
-        buf_puts(&key, name);
-        if (buf_failed(&key) || pathkey_check(key.data, key.len, &mt->e.base) < 0) {
-            skips_add(&mt->skipped, buf_failed(&key) ? name : buf_cstr(&key),
-                      buf_failed(&key) ? "path too long" : "invalid name");
-            continue;
-        }
-        if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT) {
-                continue; /* gone since readdir */
-            }
-            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot stat '%s/%s': %s", mt->host_root,
-                         key.data, strerror(errno));
-            goto out;
-        }
-        if (S_ISLNK(sb.st_mode)) {
-            if (mount_link(mt, dirfd(d), name, key.data) < 0) {
-                goto out;
-            }
-            continue;
-        }
-        if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
-            skips_add(&mt->skipped, key.data, special_kind(sb.st_mode));
-            continue;
-        }
-        if (S_ISDIR(sb.st_mode) && is_overlay_name(mt->p, name)) {
-            char host[HOST_PATH_MAX];
-            cJSON *o = cJSON_CreateObject();
-            if ((size_t)snprintf(host, sizeof(host), "%s/%s", mt->host_root, key.data) >=
-                sizeof(host)) {
-                cJSON_Delete(o);
-                skips_add(&mt->skipped, key.data, "path too long");
-                continue;
-            }
-            cJSON_AddStringToObject(o, "key", key.data);
-            cJSON_AddStringToObject(o, "host_path", host);
-            cJSON_AddItemToArray(mt->overlays, o);
-            continue;
-        }
-        cfd = openat(dirfd(d), name,
-                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-                         (S_ISDIR(sb.st_mode) ? O_DIRECTORY : 0));
-        if (cfd < 0) {
-            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) {
-                skips_add(&mt->skipped, key.data, "changed while being read");
-                continue;
-            }
-            session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot open '%s/%s': %s", mt->host_root,
-                         key.data, strerror(errno));
-            goto out;
-        }
-        if (fstat(cfd, &fsb) < 0 || fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino ||
-            (fsb.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
-            close(cfd);
-            skips_add(&mt->skipped, key.data, "changed while being read");
-            continue;
-        }
-        if (S_ISDIR(fsb.st_mode)) {
-            if (mount_dir(mt, cfd, key.data, depth + 1) < 0) { /* closes cfd */
-                goto out;
-            }
-            continue;
-        }
-        rc = mount_file(mt, cfd, &fsb, key.data);
-        close(cfd);
-        if (rc < 0) {
-            goto out;
-        }
-        rc = -1;
-    }
-    if (errno != 0) {
-        session_fail(&mt->e, SESSION_E_OTHER, ERR_IO, "cannot list '%s/%s': %s", mt->host_root,
-                     prefix, strerror(errno));
-        goto out;
-    }
-    /* An empty directory below the top is kept as one (checkpoints keep them). */
-    if (!any && prefix[0] != '\0' && mount_stage(mt, prefix, WS_DIR, 0, NULL) < 0) {
-        goto out;
-    }
-    rc = 0;
-out:
-    buf_release(&key);
-    closedir(d);
-    return rc;
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "key", key);
+    cJSON_AddStringToObject(o, "host_path", host);
+    cJSON_AddItemToArray(mt->overlays, o);
+    return 0;
 }
 
-/*
- * Opens the absolute, symlink-free path `abs` by walking from "/" one component at a
- * time with O_NOFOLLOW, so a link swapped in after the policy check is refused instead
- * of followed. The last component is examined first: a FIFO or device is never opened.
- * Returns the fd (a directory or a regular file, per *sb) or -1 with errno set; a
- * special file gives -1 with errno EINVAL and *sb filled.
- */
 static int
-open_nofollow(const char *abs, struct stat *sb)
+mount_cb_file(void *ctx, const char *key, int fd, const struct stat *sb)
 {
-    char comp[NAME_MAX + 1];
-    const char *p = abs;
-    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct mount *mt = ctx;
 
-    if (fd < 0) {
+    if (pathkey_check(key, strlen(key), &mt->e.base) < 0) {
+        skips_add(&mt->skipped, key, "invalid name");
+        return 0;
+    }
+    return mount_file(mt, fd, sb, key);
+}
+
+/* Records a symlink as a link (its target, never followed). */
+static int
+mount_cb_link(void *ctx, const char *key, const char *target, size_t len)
+{
+    struct mount *mt = ctx;
+    uint8_t hash[HASH_LEN];
+
+    if (pathkey_check(key, strlen(key), &mt->e.base) < 0) {
+        skips_add(&mt->skipped, key, "invalid name");
+        return 0;
+    }
+    if (mount_put(mt, target, len, hash) < 0) {
         return -1;
     }
-    while (*p == '/') {
-        p++;
-    }
-    if (*p == '\0') {
-        if (fstat(fd, sb) < 0) {
-            close(fd);
-            return -1;
-        }
-        return fd;
-    }
-    for (;;) {
-        const char *end = strchr(p, '/');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        int next;
+    mt->files++;
+    return mount_stage(mt, key, WS_SYMLINK, (uint64_t)len, hash);
+}
 
-        if (n == 0 || n > NAME_MAX) {
-            close(fd);
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        memcpy(comp, p, n);
-        comp[n] = '\0';
-        if (end == NULL) {
-            struct stat fsb;
-            if (fstatat(fd, comp, sb, AT_SYMLINK_NOFOLLOW) < 0) {
-                close(fd);
-                return -1;
-            }
-            if (S_ISLNK(sb->st_mode)) {
-                close(fd);
-                errno = ELOOP;
-                return -1;
-            }
-            if (!S_ISREG(sb->st_mode) && !S_ISDIR(sb->st_mode)) {
-                close(fd);
-                errno = EINVAL;
-                return -1;
-            }
-            next = openat(fd, comp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-            close(fd);
-            if (next < 0) {
-                return -1;
-            }
-            if (fstat(next, &fsb) < 0 || fsb.st_ino != sb->st_ino || fsb.st_dev != sb->st_dev ||
-                (fsb.st_mode & S_IFMT) != (sb->st_mode & S_IFMT)) {
-                close(next);
-                errno = ELOOP;
-                return -1;
-            }
-            *sb = fsb;
-            return next;
-        }
-        next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(fd);
-        if (next < 0) {
-            return -1;
-        }
-        fd = next;
-        p = end;
-        while (*p == '/') {
-            p++;
-        }
-        if (*p == '\0') {
-            if (fstat(fd, sb) < 0) {
-                close(fd);
-                return -1;
-            }
-            return fd;
-        }
+static int
+mount_cb_empty_dir(void *ctx, const char *key)
+{
+    struct mount *mt = ctx;
+
+    if (pathkey_check(key, strlen(key), &mt->e.base) < 0) {
+        skips_add(&mt->skipped, key, "invalid name");
+        return 0;
     }
+    return mount_stage(mt, key, WS_DIR, 0, NULL);
+}
+
+static int
+mount_cb_skip(void *ctx, const char *key, const char *why)
+{
+    skips_add(&((struct mount *)ctx)->skipped, key, why);
+    return 0;
 }
 
 static void
@@ -619,41 +457,31 @@ session_mount(struct tool_call *call)
     int fd = -1;
 
     memset(&mt, 0, sizeof(mt));
+    memset(&hp, 0, sizeof(hp));
+    memset(&sb, 0, sizeof(sb));
     buf_init(&mt.data, (size_t)1 << 31);
     if (tools_policy(call, &p) < 0) {
         goto out;
     }
-    if (policy_hostpath_check(p, path, POLICY_DOOR_MOUNT, &hp, &err) < 0) {
-        tool_call_set_summary(call, "session_mount: refused '%s'", path);
-        fail_hostpath(call, p, &err);
-        goto out;
-    }
-    if ((s = tsess_open(call, SESSION_WRITE)) == NULL) {
-        goto out;
-    }
-    fd = open_nofollow(hp.resolved, &sb);
+    fd = host_open_read(p, path, &hp, &sb, &err);
     if (fd < 0) {
         char msg[HOST_PATH_MAX + 200];
-        if (errno == ENOENT) {
+        tool_call_set_summary(call, "session_mount: refused '%s'", path);
+        if (err.code == ERR_NOTFOUND) {
             snprintf(msg, sizeof(msg), "path does not exist: %s", path);
-        } else if (errno == EINVAL) {
+            tool_call_done_error(call, ERR_BAD_PATH, msg, NULL);
+        } else if (err.code == ERR_INVAL && sb.st_mode != 0) {
             snprintf(msg, sizeof(msg),
                      "'%s' is a %s; session_mount reads only regular files, directories and "
                      "symlinks",
                      path, special_kind(sb.st_mode));
-        } else if (errno == ELOOP || errno == ENOTDIR) {
-            snprintf(msg, sizeof(msg),
-                     "'%s' changed while being opened (a symlink appeared on the way); try "
-                     "again",
-                     path);
-            tool_call_done_error(call, ERR_MOUNT_DENIED, msg, NULL);
-            goto out;
+            tool_call_done_error(call, ERR_BAD_PATH, msg, NULL);
         } else {
-            snprintf(msg, sizeof(msg), "cannot open '%s': %s", path, strerror(errno));
-            tool_call_done_error(call, TOOL_ERR_INTERNAL, msg, NULL);
-            goto out;
+            fail_hostpath(call, p, &err);
         }
-        tool_call_done_error(call, ERR_BAD_PATH, msg, NULL);
+        goto out;
+    }
+    if ((s = tsess_open(call, SESSION_WRITE)) == NULL) {
         goto out;
     }
     mt.call = call;
@@ -676,7 +504,20 @@ session_mount(struct tool_call *call)
         /* A directory's contents land at the workspace root (the reference's behaviour). */
         int dfd = fd;
         fd = -1;
-        if (mount_dir(&mt, dfd, "", 0) < 0) { /* closes dfd */
+        struct host_tree_ops ops = {
+            .ctx = &mt,
+            .is_overlay = mount_cb_is_overlay,
+            .overlay = mount_cb_overlay,
+            .file = mount_cb_file,
+            .link = mount_cb_link,
+            .empty_dir = mount_cb_empty_dir,
+            .skip = mount_cb_skip,
+        };
+        if (host_read_tree(dfd, hp.resolved, &ops, &err) < 0) { /* closes dfd */
+            if (err.code != ERR_OK) {
+                session_fail_err(&mt.e, err.code == ERR_TOOBIG ? SESSION_E_ARGS : SESSION_E_OTHER,
+                                 &err);
+            }
             tsess_fail(call, &mt.e);
             goto out;
         }
@@ -812,13 +653,17 @@ session_export(struct tool_call *call)
     struct buf data;
     struct err err;
     cJSON *written = NULL, *r;
+    const char **links = NULL; /* the symlinks written, to check once all are there */
+    cJSON **link_items = NULL; /* their entries in `written` */
+    unsigned char *link_bad = NULL;
+    size_t nlinks = 0;
     int rootfd = -1, outfd = -1;
 
     buf_init(&data, (size_t)1 << 31);
     if (tools_policy(call, &p) < 0) {
         goto out;
     }
-    if (policy_hostpath_check(p, output_dir, POLICY_DOOR_EXPORT, &hp, &err) < 0) {
+    if (host_check(p, output_dir, POLICY_DOOR_EXPORT, &hp, &err) < 0) {
         tool_call_set_summary(call, "session_export: refused '%s'", output_dir);
         fail_hostpath(call, p, &err);
         goto out;
@@ -854,22 +699,36 @@ session_export(struct tool_call *call)
             todo[ntodo++] = ws_manifest_at(m, i);
         }
     }
-    rootfd = hostpath_open_root(hp.root, &err);
-    if (rootfd < 0 || (outfd = hostpath_open_dir(rootfd, hp.rel, 1, 0755, &err)) < 0) {
+    rootfd = host_open_root(hp.root, &err);
+    if (rootfd < 0 || (outfd = host_open_dir(rootfd, hp.rel, 1, 0755, &err)) < 0) {
         tool_call_set_summary(call, "session_export: cannot open '%s'", output_dir);
         fail_hostpath(call, p, &err);
         goto out;
     }
     written = cJSON_CreateArray();
     skipped.list = cJSON_CreateArray();
+    links = mem_calloc(ntodo + 1, sizeof(*links));
+    link_items = mem_calloc(ntodo + 1, sizeof(*link_items));
+    link_bad = mem_calloc(ntodo + 1, 1);
+    if (written == NULL || skipped.list == NULL || links == NULL || link_items == NULL ||
+        link_bad == NULL) {
+        tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+        goto out;
+    }
     for (size_t i = 0; i < ntodo; i++) {
         const struct ws_entry *ent = todo[i];
         char abs[HOST_PATH_MAX * 2];
         int rc;
 
+        const char *vcs = host_export_vcs_refusal(p, ent->path, ent->type == WS_DIR);
+
+        if (vcs != NULL) {
+            skips_add(&skipped, ent->path, vcs);
+            continue;
+        }
         buf_reset(&data);
         if (ent->type == WS_DIR) {
-            rc = hostpath_mkdirs(outfd, ent->path, 0755, &err);
+            rc = host_mkdirs(outfd, ent->path, 0755, &err);
         } else {
             if (session_read_entry(env->sessions, ent, &data, &e) < 0) {
                 tsess_fail(call, &e);
@@ -880,10 +739,10 @@ session_export(struct tool_call *call)
                     skips_add(&skipped, ent->path, "symlink target leaves the exported tree");
                     continue;
                 }
-                rc = hostpath_symlink(outfd, ent->path, buf_cstr(&data), &err);
+                rc = host_symlink(outfd, ent->path, buf_cstr(&data), &err);
             } else {
-                rc = hostpath_write_file(outfd, ent->path, data.data, data.len,
-                                         ent->type == WS_EXEC ? 0755 : 0644, &err);
+                rc = host_write_file(outfd, ent->path, data.data, data.len,
+                                     ent->type == WS_EXEC ? 0755 : 0644, &err);
             }
         }
         if (rc < 0) {
@@ -898,7 +757,33 @@ session_export(struct tool_call *call)
             goto out;
         }
         snprintf(abs, sizeof(abs), "%s/%s", hp.resolved, ent->path);
+        if (ent->type == WS_SYMLINK) {
+            links[nlinks++] = ent->path;
+            cJSON_AddItemToArray(written, cJSON_CreateString(abs));
+            link_items[nlinks - 1] = cJSON_GetArrayItem(written, cJSON_GetArraySize(written) - 1);
+            continue;
+        }
         cJSON_AddItemToArray(written, cJSON_CreateString(abs));
+    }
+    /*
+     * Each link was judged alone, lexically; a chain of them (d0/.../d11/a -> ../..,
+     * up -> d0/.../d11/a/../..) can still reach "/". So every link just written is
+     * resolved on the host as it now is, beneath output_dir; one that leaves is removed.
+     */
+    if (nlinks > 0) {
+        if (host_export_check_links(outfd, links, nlinks, link_bad, &err) < 0) {
+            tool_call_set_summary(call, "session_export: cannot check links in '%s'", output_dir);
+            tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
+            goto out;
+        }
+        for (size_t i = 0; i < nlinks; i++) {
+            if (link_bad[i]) {
+                skips_add(&skipped, links[i],
+                          "symlink resolves outside output_dir on the host (with the other "
+                          "links written); removed");
+                cJSON_Delete(cJSON_DetachItemViaPointer(written, link_items[i]));
+            }
+        }
     }
     {
         struct session_err se;
@@ -915,7 +800,8 @@ session_export(struct tool_call *call)
     cJSON_AddNumberToObject(r, "skipped_total", (double)skipped.total);
     written = NULL;
     tool_call_set_summary(call, "session_export: %zu entries to '%s' (%zu skipped)",
-                          ntodo - skipped.total, hp.resolved, skipped.total);
+                          ntodo > skipped.total ? ntodo - skipped.total : 0, hp.resolved,
+                          skipped.total);
     skipped.list = NULL;
     tool_call_done_json(call, r);
 out:
@@ -931,6 +817,9 @@ out:
     cJSON_Delete(written);
     cJSON_Delete(skipped.list);
     mem_free(todo);
+    mem_free(links);
+    mem_free(link_items);
+    mem_free(link_bad);
     buf_release(&data);
     policy_unref(p);
 }

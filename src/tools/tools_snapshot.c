@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/hostpath.h"
+#include "host/host.h"
 #include "policy/policy.h"
 #include "store/store.h"
 #include "tools/drunfile.h"
@@ -200,11 +200,11 @@ snap_write_file(struct store *st, const char *name, const char *root, const char
         return err_set(err, ERR_IO, "cannot resolve snapshots_dir '%.200s': %s", root,
                        strerror(errno));
     }
-    rootfd = hostpath_open_root(real, err);
+    rootfd = host_open_root(real, err);
     if (rootfd < 0) {
         goto out;
     }
-    dfd = hostpath_open_dir(rootfd, dir, 1, 0755, err); /* "" = the root itself */
+    dfd = host_open_dir(rootfd, dir, 1, 0755, err); /* "" = the root itself */
     if (dfd < 0) {
         goto out;
     }
@@ -647,7 +647,7 @@ restore_path_check(const struct policy *p, const char *path, char *out, size_t s
             return 0;
         }
     }
-    if (policy_hostpath_check(p, path, POLICY_DOOR_MOUNT, &hp, err) < 0) {
+    if (host_check(p, path, POLICY_DOOR_MOUNT, &hp, err) < 0) {
         if (err->code == ERR_DENIED) {
             return err_set(err, ERR_DENIED,
                            "reading '%.200s' is not permitted; snapshot files are read from "

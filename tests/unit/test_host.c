@@ -1,5 +1,5 @@
 /*
- * test_policy_hostpath.c - the symlink-proof host writer: writes, links, deletes, and a
+ * test_host.c - the symlink-proof host writer: writes, links, deletes, and a
  * symlink swapped in by a racing process while writes happen. Every test runs twice
  * where it matters: with openat2 and with the per-component O_NOFOLLOW fallback.
  */
@@ -9,7 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "policy/hostpath.h"
+#include "host/host.h"
 #include "util/err.h"
 #include "util/timeutil.h"
 
@@ -26,7 +26,7 @@ setup(void)
     snprintf(outside, sizeof(outside), "%s/outside", test_tmpdir());
     CHECK(mkdir(root, 0755) == 0);
     CHECK(mkdir(outside, 0755) == 0);
-    fd = hostpath_open_root(root, &err);
+    fd = host_open_root(root, &err);
     CHECK_MSG(fd >= 0, "open root: %s", err.msg);
     return fd;
 }
@@ -66,26 +66,26 @@ writes_files_atomically_body(int fallback)
     char p[PATH_MAX], data[64];
     struct stat sb;
 
-    hostpath_force_fallback(fallback);
+    host_force_fallback(fallback);
     rfd = setup();
-    CHECK_OK(hostpath_write_file(rfd, "a/b/c.txt", "hello", 5, 0750, &err), &err);
+    CHECK_OK(host_write_file(rfd, "a/b/c.txt", "hello", 5, 0750, &err), &err);
     snprintf(p, sizeof(p), "%s/a/b/c.txt", root);
     read_into(p, data, sizeof(data));
     CHECK_EQ_STR(data, "hello");
     CHECK(stat(p, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 0777, 0750);
     /* Overwrite in place: new content, no temp file left behind. */
-    CHECK_OK(hostpath_write_file(rfd, "a/b/c.txt", "bye", 3, 0644, &err), &err);
+    CHECK_OK(host_write_file(rfd, "a/b/c.txt", "bye", 3, 0644, &err), &err);
     read_into(p, data, sizeof(data));
     CHECK_EQ_STR(data, "bye");
     snprintf(p, sizeof(p), "%s/a/b", root);
     CHECK_EQ_INT(count_entries(p), 1);
     /* Setuid bits are never written. */
-    CHECK_OK(hostpath_write_file(rfd, "s", "x", 1, 04755, &err), &err);
+    CHECK_OK(host_write_file(rfd, "s", "x", 1, 04755, &err), &err);
     snprintf(p, sizeof(p), "%s/s", root);
     CHECK(stat(p, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 07777, 0755);
-    CHECK_OK(hostpath_mkdirs(rfd, "x/y/z", 0755, &err), &err);
+    CHECK_OK(host_mkdirs(rfd, "x/y/z", 0755, &err), &err);
     snprintf(p, sizeof(p), "%s/x/y/z", root);
     CHECK(stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
     close(rfd);
@@ -108,15 +108,15 @@ refuses_symlinks_on_the_way_body(int fallback)
     struct err err;
     char p[PATH_MAX], data[64];
 
-    hostpath_force_fallback(fallback);
+    host_force_fallback(fallback);
     rfd = setup();
     snprintf(p, sizeof(p), "%s/evil", root);
     CHECK(symlink(outside, p) == 0);
-    CHECK(hostpath_write_file(rfd, "evil/x", "pwned", 5, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "evil/x", "pwned", 5, 0644, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_DENIED);
     CHECK(strstr(err.msg, "'evil/x'") != NULL);
-    CHECK(hostpath_write_file(rfd, "evil/deeper/x", "pwned", 5, 0644, &err) < 0);
-    CHECK(hostpath_mkdirs(rfd, "evil/d", 0755, &err) < 0);
+    CHECK(host_write_file(rfd, "evil/deeper/x", "pwned", 5, 0644, &err) < 0);
+    CHECK(host_mkdirs(rfd, "evil/d", 0755, &err) < 0);
     CHECK_EQ_INT(count_entries(outside), 0);
 
     /* Export over an existing symlink that points outside: the link is replaced. */
@@ -128,7 +128,7 @@ refuses_symlinks_on_the_way_body(int fallback)
     }
     snprintf(p, sizeof(p), "%s/out.txt", root);
     CHECK(symlink(data, p) == 0);
-    CHECK_OK(hostpath_write_file(rfd, "out.txt", "new", 3, 0644, &err), &err);
+    CHECK_OK(host_write_file(rfd, "out.txt", "new", 3, 0644, &err), &err);
     {
         char got[64];
         struct stat sb;
@@ -138,13 +138,13 @@ refuses_symlinks_on_the_way_body(int fallback)
     }
 
     /* Malformed relative paths. */
-    CHECK(hostpath_write_file(rfd, "../outside/x", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "../outside/x", "x", 1, 0644, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_INVAL);
-    CHECK(hostpath_write_file(rfd, "/etc/x", "x", 1, 0644, &err) < 0);
-    CHECK(hostpath_write_file(rfd, "a/./b", "x", 1, 0644, &err) < 0);
-    CHECK(hostpath_write_file(rfd, "a//b", "x", 1, 0644, &err) < 0);
-    CHECK(hostpath_write_file(rfd, "a\nb", "x", 1, 0644, &err) < 0);
-    CHECK(hostpath_write_file(rfd, "", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "/etc/x", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "a/./b", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "a//b", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "a\nb", "x", 1, 0644, &err) < 0);
+    CHECK(host_write_file(rfd, "", "x", 1, 0644, &err) < 0);
     CHECK_EQ_INT(count_entries(outside), 1);
     close(rfd);
 }
@@ -167,10 +167,10 @@ TEST(open_root_refuses_links_and_slash)
     setup();
     snprintf(link, sizeof(link), "%s/rootlink", test_tmpdir());
     CHECK(symlink(root, link) == 0);
-    CHECK(hostpath_open_root(link, &err) < 0);
+    CHECK(host_open_root(link, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_DENIED);
-    CHECK(hostpath_open_root("/", &err) < 0);
-    CHECK(hostpath_open_root("relative", &err) < 0);
+    CHECK(host_open_root("/", &err) < 0);
+    CHECK(host_open_root("relative", &err) < 0);
 }
 
 TEST(symlinks_are_written_as_links)
@@ -180,13 +180,13 @@ TEST(symlinks_are_written_as_links)
     char p[PATH_MAX], target[PATH_MAX];
     ssize_t n;
 
-    CHECK_OK(hostpath_symlink(rfd, "d/link", "../f", &err), &err);
+    CHECK_OK(host_symlink(rfd, "d/link", "../f", &err), &err);
     snprintf(p, sizeof(p), "%s/d/link", root);
     n = readlink(p, target, sizeof(target) - 1);
     CHECK(n == 4);
     target[n] = '\0';
     CHECK_EQ_STR(target, "../f");
-    CHECK_OK(hostpath_symlink(rfd, "d/link", "g", &err), &err); /* replaced atomically */
+    CHECK_OK(host_symlink(rfd, "d/link", "g", &err), &err); /* replaced atomically */
     n = readlink(p, target, sizeof(target) - 1);
     CHECK(n == 1);
     close(rfd);
@@ -201,12 +201,12 @@ TEST(write_fd_copies_and_caps)
     CHECK(pipe(pfd) == 0);
     CHECK(write(pfd[1], "0123456789", 10) == 10);
     close(pfd[1]);
-    CHECK_OK(hostpath_write_fd(rfd, "ten", pfd[0], 10, 0644, &err), &err);
+    CHECK_OK(host_write_fd(rfd, "ten", pfd[0], 10, 0644, &err), &err);
     close(pfd[0]);
     CHECK(pipe(pfd) == 0);
     CHECK(write(pfd[1], "0123456789", 10) == 10);
     close(pfd[1]);
-    CHECK(hostpath_write_fd(rfd, "nine", pfd[0], 9, 0644, &err) < 0);
+    CHECK(host_write_fd(rfd, "nine", pfd[0], 9, 0644, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_TOOBIG);
     close(pfd[0]);
     CHECK_EQ_INT(count_entries(root), 1); /* no partial file, no temp file */
@@ -218,44 +218,44 @@ removes_without_following_body(int fallback)
 {
     int rfd;
     struct err err;
-    struct hostpath_removed r;
+    struct host_removed r;
     char p[PATH_MAX], q[PATH_MAX];
 
-    hostpath_force_fallback(fallback);
+    host_force_fallback(fallback);
     rfd = setup();
     /* outside/keep must survive everything below */
     snprintf(p, sizeof(p), "%s/keep", outside);
     CHECK(mkdir(p, 0755) == 0);
-    CHECK_OK(hostpath_write_file(rfd, "tree/a/b/f1", "1", 1, 0644, &err), &err);
-    CHECK_OK(hostpath_write_file(rfd, "tree/f2", "2", 1, 0644, &err), &err);
+    CHECK_OK(host_write_file(rfd, "tree/a/b/f1", "1", 1, 0644, &err), &err);
+    CHECK_OK(host_write_file(rfd, "tree/f2", "2", 1, 0644, &err), &err);
     snprintf(q, sizeof(q), "%s/tree/a/out", root);
     CHECK(symlink(outside, q) == 0);
     snprintf(q, sizeof(q), "%s/link", root);
     CHECK(symlink(outside, q) == 0);
 
     /* A link is removed as a link. */
-    CHECK_OK(hostpath_remove(rfd, "link", &r, &err), &err);
+    CHECK_OK(host_remove(rfd, "link", &r, &err), &err);
     CHECK_EQ_INT(r.files, 1);
     CHECK_EQ_INT(count_entries(outside), 1);
     /* Through a link: refused. */
     snprintf(q, sizeof(q), "%s/link2", root);
     CHECK(symlink(outside, q) == 0);
-    CHECK(hostpath_remove(rfd, "link2/keep", &r, &err) < 0);
+    CHECK(host_remove(rfd, "link2/keep", &r, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_DENIED);
     /* A tree with a link inside: the link goes, its target stays. */
-    CHECK_OK(hostpath_remove(rfd, "tree", &r, &err), &err);
+    CHECK_OK(host_remove(rfd, "tree", &r, &err), &err);
     CHECK_EQ_INT(r.dirs, 3);
     CHECK_EQ_INT(r.files, 3);
     snprintf(q, sizeof(q), "%s/tree", root);
     CHECK(access(q, F_OK) < 0);
     CHECK_EQ_INT(count_entries(outside), 1);
     /* Missing: a no-op. */
-    CHECK_OK(hostpath_remove(rfd, "nope/nothing", &r, &err), &err);
+    CHECK_OK(host_remove(rfd, "nope/nothing", &r, &err), &err);
     CHECK_EQ_INT(r.missing, 1);
     /* The root itself and dot-dot: refused. */
-    CHECK(hostpath_remove(rfd, "", &r, &err) < 0);
-    CHECK(hostpath_remove(rfd, "..", &r, &err) < 0);
-    CHECK(hostpath_remove(rfd, "../outside", &r, &err) < 0);
+    CHECK(host_remove(rfd, "", &r, &err) < 0);
+    CHECK(host_remove(rfd, "..", &r, &err) < 0);
+    CHECK(host_remove(rfd, "../outside", &r, &err) < 0);
     CHECK_EQ_INT(count_entries(outside), 1);
     close(rfd);
 }
@@ -286,7 +286,7 @@ race_body(int fallback)
     int ok = 0, refused = 0;
     int64_t until;
 
-    hostpath_force_fallback(fallback);
+    host_force_fallback(fallback);
     rfd = setup();
     snprintf(d, sizeof(d), "%s/d", root);
     snprintf(real_d, sizeof(real_d), "%s/d", root);
@@ -306,16 +306,16 @@ race_body(int fallback)
     until = time_mono_ms() + 2000;
     for (int i = 0; i < 200000 && time_mono_ms() < until; i++) {
         char rel[64];
-        struct hostpath_removed r;
+        struct host_removed r;
         snprintf(rel, sizeof(rel), "d/sub%d/f", i % 7);
-        if (hostpath_write_file(rfd, rel, "x", 1, 0644, &err) == 0) {
+        if (host_write_file(rfd, rel, "x", 1, 0644, &err) == 0) {
             ok++;
         } else {
             refused++;
         }
         if (i % 3 == 0) {
             snprintf(rel, sizeof(rel), "d/sub%d", (i + 1) % 7);
-            hostpath_remove(rfd, rel, &r, &err);
+            host_remove(rfd, rel, &r, &err);
         }
     }
     kill(pid, SIGKILL);

@@ -1,13 +1,14 @@
 /*
- * hostpath.c - symlink-proof writes and deletes beneath a host directory. See
- * hostpath.h for the threat: a symlink swapped in between the policy check and the
- * write. Every operation here is relative to a directory fd and never resolves a
- * symlink: openat2 with RESOLVE_NO_SYMLINKS refuses one anywhere in the path, the
- * fallback refuses one at each component with O_NOFOLLOW, and the final name is only
- * ever created with O_EXCL (temp files), renamed onto (rename replaces a link, it does
- * not follow it), or unlinked.
+ * host_fs.c - symlink-proof writes and deletes beneath a host directory (host.h, rules
+ * 2, 4 and 6). The threat: a symlink swapped in between the policy check and the write.
+ * Every operation here is relative to a directory fd and opens through util/safeopen.h
+ * with SAFEOPEN_NO_SYMLINKS, so a link anywhere in the path makes it fail; the final
+ * name is only ever created with O_EXCL (temp files), renamed onto (rename replaces a
+ * link, it does not follow it), or unlinked. Before a rename or an unlink the name is
+ * checked against drun's own files, so an allowlisted $HOME never lets an export
+ * rewrite config.toml or a delete remove drun.db-wal.
  */
-#include "policy/hostpath.h"
+#include "host/host_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,29 +16,23 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/mem.h"
-
-#ifdef __linux__
-#include <linux/openat2.h>
-#endif
+#include "util/safeopen.h"
 
 #define REL_MAX   4096
 #define DEPTH_MAX 256
 
-static int force_fallback;
-
 void
-hostpath_force_fallback(int on)
+host_force_fallback(int on)
 {
-    force_fallback = on;
+    safeopen_force_fallback(on);
 }
 
 /* Checks rel: components non-empty, not "." or "..", no control characters. */
-static int
-check_rel(const char *rel, int allow_empty, struct err *err)
+int
+host_check_rel(const char *rel, int allow_empty, struct err *err)
 {
     size_t n = strlen(rel);
 
@@ -68,8 +63,8 @@ check_rel(const char *rel, int allow_empty, struct err *err)
     return 0;
 }
 
-static int
-walk_error(const char *rel, int code, struct err *err)
+int
+host_walk_error(const char *rel, int code, struct err *err)
 {
     if (code == ELOOP || code == ENOTDIR || code == EXDEV) {
         return err_set(err, ERR_DENIED,
@@ -83,56 +78,23 @@ walk_error(const char *rel, int code, struct err *err)
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
-/*
- * Opens directory rel beneath dirfd with openat2; returns the fd, or -1 with errno
- * (ENOSYS when the kernel lacks it, which switches to the fallback for good).
- */
-static int
-open_beneath2(int dirfd, const char *rel)
-{
-#if defined(__linux__) && defined(SYS_openat2)
-    struct open_how how;
-
-    memset(&how, 0, sizeof(how));
-    how.flags = DIR_FLAGS;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-#else
-    (void)dirfd;
-    (void)rel;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
 int
-hostpath_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct err *err)
+host_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct err *err)
 {
     char comp[256];
     int fd;
 
-    if (check_rel(rel, 1, err) < 0) {
+    if (host_check_rel(rel, 1, err) < 0) {
         return -1;
     }
-    if (rel[0] == '\0') {
-        fd = openat(rootfd, ".", DIR_FLAGS);
-        return fd >= 0 ? fd : walk_error(".", errno, err);
+    fd = safeopen_beneath(rootfd, rel, DIR_FLAGS, 0, SAFEOPEN_NO_SYMLINKS);
+    if (fd >= 0 || !(errno == ENOENT && create)) {
+        return fd >= 0 ? fd : host_walk_error(rel[0] ? rel : ".", errno, err);
     }
-    if (!force_fallback) {
-        fd = open_beneath2(rootfd, rel);
-        if (fd >= 0) {
-            return fd;
-        }
-        if (errno == ENOSYS) {
-            force_fallback = 1; /* the kernel lacks openat2: walk by hand from now on */
-        } else if (!(errno == ENOENT && create)) {
-            return walk_error(rel, errno, err);
-        }
-    }
-    /* One component at a time, each relative to the fd of the one before. */
-    fd = openat(rootfd, ".", DIR_FLAGS);
+    /* mkdir -p: one component at a time, each relative to the fd of the one before. */
+    fd = safeopen_beneath(rootfd, "", DIR_FLAGS, 0, SAFEOPEN_NO_SYMLINKS);
     if (fd < 0) {
-        return walk_error(rel, errno, err);
+        return host_walk_error(rel, errno, err);
     }
     for (const char *s = rel; *s != '\0';) {
         const char *e = strchr(s, '/');
@@ -146,7 +108,11 @@ hostpath_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct e
         memcpy(comp, s, len);
         comp[len] = '\0';
         next = openat(fd, comp, DIR_FLAGS);
-        if (next < 0 && errno == ENOENT && create) {
+        if (next < 0 && errno == ENOENT) {
+            if (host_own_check_entry(fd, comp, NULL, rel, err) < 0) {
+                close(fd);
+                return -1;
+            }
             if (mkdirat(fd, comp, mode) < 0 && errno != EEXIST) {
                 int code = errno;
                 close(fd);
@@ -158,7 +124,7 @@ hostpath_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct e
         if (next < 0) {
             int code = errno;
             close(fd);
-            return walk_error(rel, code, err);
+            return host_walk_error(rel, code, err);
         }
         close(fd);
         fd = next;
@@ -168,7 +134,7 @@ hostpath_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct e
 }
 
 int
-hostpath_open_root(const char *root, struct err *err)
+host_open_root(const char *root, struct err *err)
 {
     int slash;
     int fd;
@@ -183,7 +149,7 @@ hostpath_open_root(const char *root, struct err *err)
     if (slash < 0) {
         return err_set(err, ERR_IO, "cannot open '/': %s", strerror(errno));
     }
-    fd = hostpath_open_dir(slash, root + 1, 0, 0, err);
+    fd = host_open_dir(slash, root + 1, 0, 0, err);
     close(slash);
     if (fd < 0) {
         return err_wrap(err, "cannot open root '%s'", root);
@@ -192,9 +158,9 @@ hostpath_open_root(const char *root, struct err *err)
 }
 
 int
-hostpath_mkdirs(int rootfd, const char *rel, mode_t mode, struct err *err)
+host_mkdirs(int rootfd, const char *rel, mode_t mode, struct err *err)
 {
-    int fd = hostpath_open_dir(rootfd, rel, 1, mode, err);
+    int fd = host_open_dir(rootfd, rel, 1, mode, err);
 
     if (fd < 0) {
         return -1;
@@ -219,6 +185,16 @@ split_parent(const char *rel, char *parent, size_t size)
     memcpy(parent, rel, n);
     parent[n] = '\0';
     return slash ? slash + 1 : rel;
+}
+
+/* Refuses name in dirfd when it is one of drun's own files (by name or inode). */
+static int
+own_name_check(int dirfd, const char *name, const char *rel, struct err *err)
+{
+    struct stat sb;
+    int have = fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+
+    return host_own_check_entry(dirfd, name, have ? &sb : NULL, rel, err);
 }
 
 /* Creates a fresh temp file in dirfd; its name goes to name[]. Returns the fd or -1. */
@@ -271,13 +247,17 @@ write_common(int rootfd, const char *rel, const void *data, size_t len, int srcf
     const char *name;
     int dirfd = -1, fd = -1, rc = -1;
 
-    if (check_rel(rel, 0, err) < 0) {
+    if (host_check_rel(rel, 0, err) < 0) {
         return -1;
     }
     name = split_parent(rel, parent, sizeof(parent));
-    dirfd = hostpath_open_dir(rootfd, parent, 1, 0755, err);
+    dirfd = host_open_dir(rootfd, parent, 1, 0755, err);
     if (dirfd < 0) {
         return err_wrap(err, "cannot write '%s'", rel);
+    }
+    if (own_name_check(dirfd, name, rel, err) < 0) {
+        tmp[0] = '\0';
+        goto out;
     }
     fd = make_temp(dirfd, tmp, sizeof(tmp), err);
     if (fd < 0) {
@@ -351,14 +331,14 @@ out:
 }
 
 int
-hostpath_write_file(int rootfd, const char *rel, const void *data, size_t len, mode_t mode,
-                    struct err *err)
+host_write_file(int rootfd, const char *rel, const void *data, size_t len, mode_t mode,
+                struct err *err)
 {
     return write_common(rootfd, rel, data, len, -1, 0, mode, err);
 }
 
 int
-hostpath_write_fd(int rootfd, const char *rel, int srcfd, off_t max, mode_t mode, struct err *err)
+host_write_fd(int rootfd, const char *rel, int srcfd, off_t max, mode_t mode, struct err *err)
 {
     if (srcfd < 0) {
         return err_set(err, ERR_INVAL, "no source to copy into '%s'", rel);
@@ -367,7 +347,7 @@ hostpath_write_fd(int rootfd, const char *rel, int srcfd, off_t max, mode_t mode
 }
 
 int
-hostpath_symlink(int rootfd, const char *rel, const char *target, struct err *err)
+host_symlink(int rootfd, const char *rel, const char *target, struct err *err)
 {
     char parent[REL_MAX];
     char tmp[64];
@@ -375,16 +355,19 @@ hostpath_symlink(int rootfd, const char *rel, const char *target, struct err *er
     const char *name;
     int dirfd, rc = -1;
 
-    if (check_rel(rel, 0, err) < 0) {
+    if (host_check_rel(rel, 0, err) < 0) {
         return -1;
     }
     if (target == NULL || target[0] == '\0') {
         return err_set(err, ERR_INVAL, "symlink '%s' needs a target", rel);
     }
     name = split_parent(rel, parent, sizeof(parent));
-    dirfd = hostpath_open_dir(rootfd, parent, 1, 0755, err);
+    dirfd = host_open_dir(rootfd, parent, 1, 0755, err);
     if (dirfd < 0) {
         return err_wrap(err, "cannot write '%s'", rel);
+    }
+    if (own_name_check(dirfd, name, rel, err) < 0) {
+        goto out;
     }
     for (int tries = 0;; tries++) {
         snprintf(tmp, sizeof(tmp), ".drun-tmp-%ld-l%u", (long)getpid(),
@@ -408,39 +391,58 @@ out:
     return rc;
 }
 
-/* Removes the directory `name` in parentfd and everything under it. */
+/*
+ * The tree of the directory `name` in parentfd, examined (remove = 0) or removed
+ * (remove = 1). Every directory is opened O_NOFOLLOW and must be on the mount of the
+ * top (statx mount id and st_dev): a bind mount of /etc on the same filesystem has the
+ * same st_dev, only the mount id tells it apart. Entries that are drun's own files or
+ * directories stop the walk. The examining pass runs first, so a refusal removes
+ * nothing; the removing pass checks again, since the tree may change in between.
+ */
+struct rm_walk {
+    const char *rel;
+    unsigned long long mnt;
+    dev_t dev;
+    int remove;
+    struct host_removed *out;
+};
+
 static int
-remove_tree(int parentfd, const char *name, dev_t dev, int depth, const char *rel,
-            struct hostpath_removed *out, struct err *err)
+remove_tree(struct rm_walk *w, int parentfd, const char *name, int depth, struct err *err)
 {
     DIR *d = NULL;
     struct dirent *ent;
     struct stat sb;
+    unsigned long long mnt = 0;
     int fd, rc = -1;
 
     if (depth > DEPTH_MAX) {
         return err_set(err, ERR_TOOBIG, "'%s' is nested deeper than %d levels; not removing it",
-                       rel, DEPTH_MAX);
+                       w->rel, DEPTH_MAX);
     }
     fd = openat(parentfd, name, DIR_FLAGS);
     if (fd < 0) {
-        return walk_error(rel, errno, err);
+        return host_walk_error(w->rel, errno, err);
     }
-    if (fstat(fd, &sb) < 0) {
+    if (fstat(fd, &sb) < 0 || safeopen_mnt_id(fd, &mnt) < 0) {
         close(fd);
-        return err_set(err, ERR_IO, "cannot stat '%s': %s", rel, strerror(errno));
+        return err_set(err, ERR_IO, "cannot stat '%s': %s", w->rel, strerror(errno));
     }
-    if (sb.st_dev != dev) {
+    if (sb.st_dev != w->dev || mnt != w->mnt) {
         close(fd);
         return err_set(err, ERR_DENIED,
-                       "refusing to delete into '%s': it is on another filesystem (a mount "
-                       "point); unmount it first",
-                       rel);
+                       "refusing to delete '%s': a mount point is inside it (another mount "
+                       "of this or another filesystem); nothing was deleted, unmount it first",
+                       w->rel);
+    }
+    if (host_own_check_entry(parentfd, name, &sb, w->rel, err) < 0) {
+        close(fd);
+        return -1;
     }
     d = fdopendir(fd);
     if (d == NULL) {
         close(fd);
-        return err_set(err, ERR_IO, "cannot list '%s': %s", rel, strerror(errno));
+        return err_set(err, ERR_IO, "cannot list '%s': %s", w->rel, strerror(errno));
     }
     while ((errno = 0, ent = readdir(d)) != NULL) {
         struct stat es;
@@ -451,29 +453,39 @@ remove_tree(int parentfd, const char *name, dev_t dev, int depth, const char *re
             if (errno == ENOENT) {
                 continue;
             }
-            err_set(err, ERR_IO, "cannot stat '%s/%s': %s", rel, ent->d_name, strerror(errno));
+            err_set(err, ERR_IO, "cannot stat '%s/%s': %s", w->rel, ent->d_name, strerror(errno));
             goto out;
         }
         if (S_ISDIR(es.st_mode)) {
-            if (remove_tree(fd, ent->d_name, dev, depth + 1, rel, out, err) < 0) {
+            if (remove_tree(w, fd, ent->d_name, depth + 1, err) < 0) {
                 goto out;
             }
-        } else if (unlinkat(fd, ent->d_name, 0) == 0) {
-            out->files++;
+            continue;
+        }
+        if (host_own_check_entry(fd, ent->d_name, &es, w->rel, err) < 0) {
+            goto out;
+        }
+        if (!w->remove) {
+            continue;
+        }
+        if (unlinkat(fd, ent->d_name, 0) == 0) {
+            w->out->files++;
         } else if (errno != ENOENT) {
-            err_set(err, ERR_IO, "cannot remove '%s/%s': %s", rel, ent->d_name, strerror(errno));
+            err_set(err, ERR_IO, "cannot remove '%s/%s': %s", w->rel, ent->d_name, strerror(errno));
             goto out;
         }
     }
     if (errno != 0) {
-        err_set(err, ERR_IO, "cannot list '%s': %s", rel, strerror(errno));
+        err_set(err, ERR_IO, "cannot list '%s': %s", w->rel, strerror(errno));
         goto out;
     }
-    if (unlinkat(parentfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
-        err_set(err, ERR_IO, "cannot remove '%s': %s", rel, strerror(errno));
-        goto out;
+    if (w->remove) {
+        if (unlinkat(parentfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+            err_set(err, ERR_IO, "cannot remove '%s': %s", w->rel, strerror(errno));
+            goto out;
+        }
+        w->out->dirs++;
     }
-    out->dirs++;
     rc = 0;
 out:
     closedir(d); /* closes fd */
@@ -481,19 +493,20 @@ out:
 }
 
 int
-hostpath_remove(int rootfd, const char *rel, struct hostpath_removed *out, struct err *err)
+host_remove(int rootfd, const char *rel, struct host_removed *out, struct err *err)
 {
     char parent[REL_MAX];
     const char *name;
     struct stat psb, sb;
+    struct rm_walk w;
     int dirfd, rc = -1;
 
     memset(out, 0, sizeof(*out));
-    if (check_rel(rel, 0, err) < 0) {
+    if (host_check_rel(rel, 0, err) < 0) {
         return -1;
     }
     name = split_parent(rel, parent, sizeof(parent));
-    dirfd = hostpath_open_dir(rootfd, parent, 0, 0, err);
+    dirfd = host_open_dir(rootfd, parent, 0, 0, err);
     if (dirfd < 0) {
         if (err->code == ERR_NOTFOUND) {
             err_clear(err);
@@ -502,10 +515,14 @@ hostpath_remove(int rootfd, const char *rel, struct hostpath_removed *out, struc
         }
         return -1;
     }
-    if (fstat(dirfd, &psb) < 0) {
+    memset(&w, 0, sizeof(w));
+    w.rel = rel;
+    w.out = out;
+    if (fstat(dirfd, &psb) < 0 || safeopen_mnt_id(dirfd, &w.mnt) < 0) {
         err_set(err, ERR_IO, "cannot stat the parent of '%s': %s", rel, strerror(errno));
         goto out;
     }
+    w.dev = psb.st_dev;
     if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
         if (errno == ENOENT) {
             out->missing = 1;
@@ -515,8 +532,17 @@ hostpath_remove(int rootfd, const char *rel, struct hostpath_removed *out, struc
         }
         goto out;
     }
+    if (host_own_check_entry(dirfd, name, &sb, rel, err) < 0) {
+        goto out;
+    }
     if (S_ISDIR(sb.st_mode)) {
-        rc = remove_tree(dirfd, name, psb.st_dev, 0, rel, out, err);
+        /* Examine the whole tree first: a refusal (a mount inside, an own file) must
+         * come before the first unlink, not after half the tree is gone. */
+        if (remove_tree(&w, dirfd, name, 0, err) < 0) {
+            goto out;
+        }
+        w.remove = 1;
+        rc = remove_tree(&w, dirfd, name, 0, err);
         goto out;
     }
     /* A symlink, file, FIFO, socket or device node: unlink the entry itself. */
