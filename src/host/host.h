@@ -104,6 +104,17 @@ int host_open_read(const struct policy *p, const char *path, struct policy_hostp
 int host_open_overlay(const struct policy *p, const char *host_dir, struct err *err);
 
 /*
+ * The overlay (key -> host_dir) as the current policy sees it, without opening it:
+ * session_mount registers a directory named in mount_overlay_paths as host_root/key,
+ * so key's last name must be in mount_overlay_paths now and host_dir must end in key;
+ * then the rules of host_open_overlay. Restore and import use it to drop overlays a
+ * snapshot brings that session_mount would refuse now. Returns 0 or -1 (ERR_DENIED,
+ * ERR_INVAL, ERR_NOTFOUND) with a message naming the overlay.
+ */
+int host_check_overlay(const struct policy *p, const char *key, const char *host_dir,
+                       struct err *err);
+
+/*
  * A snapshot file (restore, import): opens the absolute `path` once, O_RDONLY |
  * O_NOFOLLOW | O_NONBLOCK, no link anywhere on the way, and fstat must say regular
  * file; never one of drun's own files (the DB, the config) or the runtime directory.

@@ -251,13 +251,76 @@ host_open_read(const struct policy *p, const char *path, struct policy_hostpath 
     return open_abs(hp->resolved, 1, 1, 0, -1, sb, err);
 }
 
+/*
+ * The host rules for a directory bound into a sandbox: the read door, and nothing of
+ * /proc, /sys, /dev or drun's own beneath it either. bwrap binds recursively, so an
+ * overlay of "/" (or of any directory holding /proc) would show the sandbox the
+ * daemon's /proc/<pid>/environ and fds.
+ */
+static int
+overlay_rules(const struct policy *p, const char *host_dir, struct policy_hostpath *hp,
+              struct err *err)
+{
+    const char *own;
+
+    if (host_check(p, host_dir, POLICY_DOOR_MOUNT, hp, err) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(system_trees) / sizeof(system_trees[0]); i++) {
+        if (host_path_under(system_trees[i], hp->resolved)) {
+            return err_set(err, ERR_DENIED,
+                           "overlay '%s' holds %s, which is behind no door; not bound", host_dir,
+                           system_trees[i]);
+        }
+    }
+    own = host_own_path_match(hp->resolved, 1, -1);
+    if (own != NULL) {
+        return err_set(err, ERR_DENIED,
+                       "overlay '%s' holds drun's own file or directory ('%s'); not bound",
+                       host_dir, own);
+    }
+    return 0;
+}
+
+int
+host_check_overlay(const struct policy *p, const char *key, const char *host_dir, struct err *err)
+{
+    struct policy_hostpath hp;
+    const char *base;
+    size_t kl, hl;
+    int named = 0;
+
+    if (key == NULL || host_dir == NULL || key[0] == '\0' || host_check_rel(key, 0, err) < 0) {
+        return err_set(err, ERR_INVAL, "overlay key '%s' is not a workspace path", key ? key : "");
+    }
+    base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    for (size_t i = 0; i < p->mount_overlay_paths.n; i++) {
+        named |= strcmp(p->mount_overlay_paths.v[i], base) == 0;
+    }
+    if (!named) {
+        return err_set(err, ERR_DENIED,
+                       "overlay '%s' -> '%s': '%s' is not in mount_overlay_paths; not bound", key,
+                       host_dir, base);
+    }
+    kl = strlen(key);
+    hl = strlen(host_dir);
+    if (hl <= kl + 1 || strcmp(host_dir + hl - kl, key) != 0 || host_dir[hl - kl - 1] != '/') {
+        return err_set(err, ERR_DENIED,
+                       "overlay '%s' -> '%s': the host directory is not the mounted one of the "
+                       "same name; not bound",
+                       key, host_dir);
+    }
+    return overlay_rules(p, host_dir, &hp, err);
+}
+
 int
 host_open_overlay(const struct policy *p, const char *host_dir, struct err *err)
 {
     struct policy_hostpath hp;
     struct stat sb;
 
-    if (host_check(p, host_dir, POLICY_DOOR_MOUNT, &hp, err) < 0) {
+    if (overlay_rules(p, host_dir, &hp, err) < 0) {
         return -1;
     }
     if (strcmp(hp.resolved, host_dir) != 0) {

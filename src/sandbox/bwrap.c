@@ -383,8 +383,9 @@ spec_check(const struct sandbox_spec *spec, const struct sandbox_limits *lim, st
                            "'..' components",
                            o->key ? o->key : "");
         }
-        if (o->host_dir == NULL || o->host_dir[0] != '/' || stat(o->host_dir, &st) < 0 ||
-            !S_ISDIR(st.st_mode)) {
+        if (o->dir_fd > 0 ? fstat(o->dir_fd, &st) < 0 || !S_ISDIR(st.st_mode)
+                          : o->host_dir == NULL || o->host_dir[0] != '/' ||
+                                stat(o->host_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
             return err_set(err, ERR_NOTFOUND, "overlay directory '%s' does not exist",
                            o->host_dir ? o->host_dir : "");
         }
@@ -581,6 +582,15 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
     argv_push(a, "/workspace");
     for (size_t i = 0; i < spec->n_overlays; i++) {
         char dest[SANDBOX_PATH_MAX];
+        if (spec->overlays[i].dir_fd > 0 && kind != ARGV_RAW) {
+            /* The directory host/ opened and checked: bound through its fd, which the
+             * child places at FD_FIRST_FREE + i, so no link swapped in can redirect it. */
+            snprintf(dest, sizeof(dest), "/workspace/%s", spec->overlays[i].key);
+            argv_push(a, "--ro-bind-fd");
+            argv_push_u64(a, (uint64_t)(FD_FIRST_FREE + i));
+            argv_push(a, dest);
+            continue;
+        }
         if (realpath(spec->overlays[i].host_dir, resolved) == NULL || stat(resolved, &st) < 0 ||
             !S_ISDIR(st.st_mode)) {
             continue;
@@ -968,7 +978,9 @@ cgroup_hit_max(const struct sandbox *sb)
 struct child_plan {
     const char *bwrap;
     char *const *argv;
-    int src[FD_FIRST_FREE]; /* fd to place at each number 0..6 */
+    int src[FD_FIRST_FREE];       /* fd to place at each number 0..6 */
+    int ov[SANDBOX_OVERLAYS_MAX]; /* overlay dir fds, placed at FD_FIRST_FREE + i */
+    size_t n_ov;
     int cgroup_fd;
     struct rlimit rl_as, rl_cpu, rl_fsize, rl_core;
 };
@@ -989,6 +1001,7 @@ child_exec(const struct child_plan *cp)
     unsigned long dfl[8] = {0}; /* the kernel's struct sigaction, zeroed: SIG_DFL, no flags */
     sigset_t none;
     int tmp[FD_FIRST_FREE];
+    int tov[SANDBOX_OVERLAYS_MAX];
 
     /*
      * The raw syscall, not sigaction(): glibc refuses signals 32 and 33 (its own), and a
@@ -1014,6 +1027,12 @@ child_exec(const struct child_plan *cp)
             _exit(127);
         }
     }
+    for (size_t i = 0; i < cp->n_ov; i++) {
+        tov[i] = fcntl(cp->ov[i], F_DUPFD, 64 + FD_FIRST_FREE);
+        if (tov[i] < 0) {
+            _exit(127);
+        }
+    }
     for (int i = 0; i < FD_FIRST_FREE; i++) {
         if (tmp[i] < 0) {
             close(i); /* not used in this mode: the number stays free */
@@ -1021,9 +1040,14 @@ child_exec(const struct child_plan *cp)
             _exit(127);
         }
     }
+    for (size_t i = 0; i < cp->n_ov; i++) {
+        if (dup2(tov[i], FD_FIRST_FREE + (int)i) < 0) {
+            _exit(127);
+        }
+    }
     fcntl(FD_EXECERR, F_SETFD, FD_CLOEXEC);
-    if (syscall(SYS_close_range, FD_FIRST_FREE, ~0U, 0) < 0) {
-        for (int fd = FD_FIRST_FREE; fd < 65536; fd++) {
+    if (syscall(SYS_close_range, FD_FIRST_FREE + (unsigned)cp->n_ov, ~0U, 0) < 0) {
+        for (int fd = FD_FIRST_FREE + (int)cp->n_ov; fd < 65536; fd++) {
             close(fd);
         }
     }
@@ -1510,6 +1534,14 @@ spawn:
     cp.src[FD_EXECERR] = p_ex[1];
     cp.src[FD_BLOCK] = p_block[0];
     cp.cgroup_fd = cgroup_fd;
+    for (size_t i = 0; i < spec->n_overlays && i < SANDBOX_OVERLAYS_MAX; i++) {
+        if (spec->overlays[i].dir_fd > 0) {
+            cp.ov[i] = spec->overlays[i].dir_fd;
+            cp.n_ov = i + 1;
+        } else {
+            cp.ov[i] = devnull; /* a placeholder: its number is not named in argv */
+        }
+    }
     set_rl(&cp.rl_as, sb->lim.memory_bytes);
     cp.rl_cpu.rlim_cur = (rlim_t)sb->lim.cpu_secs;
     cp.rl_cpu.rlim_max = (rlim_t)sb->lim.cpu_secs + 1; /* SIGXCPU first, then SIGKILL */
@@ -1702,7 +1734,8 @@ sandbox_warm_mode(void)
 
 /* The (device, inode) of every --bind / --ro-bind source in a, in order. */
 static int
-bind_ids(const struct argv_vec *a, struct bind_id **out, size_t *n, struct err *err)
+bind_ids(const struct argv_vec *a, const struct sandbox_spec *spec, struct bind_id **out, size_t *n,
+         struct err *err)
 {
     struct bind_id *v;
     size_t k = 0;
@@ -1715,6 +1748,17 @@ bind_ids(const struct argv_vec *a, struct bind_id **out, size_t *n, struct err *
     }
     for (size_t i = 0; i + 1 < a->n; i++) {
         struct stat st;
+        if (strcmp(a->v[i], "--ro-bind-fd") == 0) {
+            /* An overlay's fd (FD_FIRST_FREE + its index): the directory it holds. */
+            size_t ov = (size_t)strtoul(a->v[i + 1], NULL, 10) - FD_FIRST_FREE;
+            if (ov < spec->n_overlays && fstat(spec->overlays[ov].dir_fd, &st) == 0) {
+                v[k].dev = st.st_dev;
+                v[k].ino = st.st_ino;
+            }
+            k++;
+            i += 2;
+            continue;
+        }
         if (strcmp(a->v[i], "--bind") != 0 && strcmp(a->v[i], "--ro-bind") != 0) {
             continue;
         }
@@ -1804,7 +1848,7 @@ sandbox_prepare(uv_loop_t *loop, const struct sandbox_spec *spec, struct sandbox
     p->sb->cb.on_exit = prep_on_exit;
     p->sb->cb.ud = p;
     prep_ref(p->sb, 0);
-    if (bind_ids(&p->argv, &p->ids, &p->n_ids, err) < 0) {
+    if (bind_ids(&p->argv, spec, &p->ids, &p->n_ids, err) < 0) {
         sandbox_prepared_free(p);
         return -1;
     }
@@ -1907,7 +1951,8 @@ overlays_mounted(const struct sandbox *sb, const struct argv_vec *a)
     ssize_t n;
 
     for (size_t i = 0; i + 2 < a->n && !any; i++) {
-        any = strcmp(a->v[i], "--ro-bind") == 0 && strncmp(a->v[i + 2], "/workspace/", 11) == 0;
+        any = (strcmp(a->v[i], "--ro-bind") == 0 || strcmp(a->v[i], "--ro-bind-fd") == 0) &&
+              strncmp(a->v[i + 2], "/workspace/", 11) == 0;
     }
     if (!any) {
         return 1;
@@ -1931,7 +1976,8 @@ overlays_mounted(const struct sandbox *sb, const struct argv_vec *a)
         ok = 0;
     }
     for (size_t i = 0; ok && i + 2 < a->n; i++) {
-        if (strcmp(a->v[i], "--ro-bind") != 0 || strncmp(a->v[i + 2], "/workspace/", 11) != 0) {
+        if ((strcmp(a->v[i], "--ro-bind") != 0 && strcmp(a->v[i], "--ro-bind-fd") != 0) ||
+            strncmp(a->v[i + 2], "/workspace/", 11) != 0) {
             continue;
         }
         buf_reset(&point);
@@ -1973,7 +2019,7 @@ sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *
             goto out;
         }
     }
-    if (bind_ids(&a, &ids, &n_ids, &err) < 0 || n_ids != p->n_ids ||
+    if (bind_ids(&a, spec, &ids, &n_ids, &err) < 0 || n_ids != p->n_ids ||
         (n_ids > 0 && memcmp(ids, p->ids, n_ids * sizeof(*ids)) != 0)) {
         goto out;
     }

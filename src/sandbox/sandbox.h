@@ -61,7 +61,10 @@ struct sandbox_limits {
 /* A workspace key bound read-only over /workspace/<key> (mount_overlay_paths). */
 struct sandbox_overlay {
     const char *key;      /* relative, '/'-separated, no '.', '..' or empty component */
-    const char *host_dir; /* absolute path of an existing directory */
+    const char *host_dir; /* absolute path of an existing directory (shown, checked) */
+    int dir_fd;           /* > 0: the directory as opened by host/ (O_PATH), bound through
+                             this fd (bwrap --ro-bind-fd), never by resolving host_dir
+                             again; 0 or -1: bound by path (tests, sandbox_describe) */
 };
 
 /* What to run and where. All pointers are borrowed for the duration of sandbox_start. */

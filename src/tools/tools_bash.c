@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "host/host.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 #include "session/session_exec.h"
@@ -544,12 +546,20 @@ struct overlays {
     const char **keys;
     int *usable;
     struct session_mounts *mounts; /* the mount points that do not exist yet */
+    int *fds;                      /* the host directories, opened by host/, bound by fd */
+    size_t n_fds;
 };
 
 static void
 overlays_release(struct session *s, struct overlays *o)
 {
     session_exec_unmount(s, o->mounts);
+    for (size_t i = 0; i < o->n_fds; i++) {
+        if (o->fds[i] >= 0) {
+            close(o->fds[i]);
+        }
+    }
+    mem_free(o->fds);
     mem_free(o->v);
     mem_free(o->keys);
     mem_free(o->usable);
@@ -558,13 +568,17 @@ overlays_release(struct session *s, struct overlays *o)
 }
 
 /*
- * s's overlays: existing host directories only (a snapshot may name one that is gone),
- * whose mount point in the workspace can be a directory; notes the mount points bwrap
- * will create (session_workspace_prepare must have run). 0, or -1 with e filled.
+ * s's overlays: each host directory is checked against policy p now, as session_mount
+ * would check it (a path admitted once is checked again at every use: the allowlist may
+ * have shrunk, a snapshot may have brought it, a link may have replaced it) and opened
+ * by host/ without following links; the sandbox binds that fd, never the path string.
+ * Overlays refused or gone are left out (logged). Only those whose mount point in the
+ * workspace can be a directory are kept; notes the mount points bwrap will create
+ * (session_workspace_prepare must have run). 0, or -1 with e filled.
  */
 static int
-overlays_collect(struct tools_env *env, struct session *s, struct overlays *o,
-                 struct session_err *e)
+overlays_collect(struct tools_env *env, struct session *s, const struct policy *p,
+                 struct overlays *o, struct session_err *e)
 {
     struct err err;
     size_t n_keep = 0, j = 0;
@@ -580,17 +594,26 @@ overlays_collect(struct tools_env *env, struct session *s, struct overlays *o,
     o->v = mem_calloc(n_ov, sizeof(*o->v));
     o->keys = mem_calloc(n_ov, sizeof(*o->keys));
     o->usable = mem_calloc(n_ov, sizeof(*o->usable));
-    if (o->v == NULL || o->keys == NULL || o->usable == NULL) {
+    o->fds = mem_calloc(n_ov, sizeof(*o->fds));
+    if (o->v == NULL || o->keys == NULL || o->usable == NULL || o->fds == NULL) {
         return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < n_ov; i++) {
-        struct stat sb;
-        if (stat(o->ov[i].host_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            o->keys[n_keep] = o->ov[i].key;
-            o->v[n_keep].key = o->ov[i].key;
-            o->v[n_keep].host_dir = o->ov[i].host_path;
-            n_keep++;
+        int fd = -1;
+        if (host_check_overlay(p, o->ov[i].key, o->ov[i].host_path, &err) < 0 ||
+            (fd = host_open_overlay(p, o->ov[i].host_path, &err)) < 0) {
+            if (err.code != ERR_NOTFOUND) {
+                log_warn("session '%s': overlay '%s' left out: %s", session_id(s), o->ov[i].key,
+                         err.msg);
+            }
+            continue;
         }
+        o->fds[o->n_fds++] = fd;
+        o->keys[n_keep] = o->ov[i].key;
+        o->v[n_keep].key = o->ov[i].key;
+        o->v[n_keep].host_dir = o->ov[i].host_path;
+        o->v[n_keep].dir_fd = fd;
+        n_keep++;
     }
     if (session_exec_mounts(s, o->keys, n_keep, o->usable, &o->mounts, e) < 0) {
         return -1;
@@ -636,7 +659,7 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
     if (w == NULL) {
         return;
     }
-    if (overlays_collect(env, s, &o, &e) < 0) {
+    if (overlays_collect(env, s, p, &o, &e) < 0) {
         log_debug("session '%s': cannot prepare the next sandbox: %s", session_id(s), e.base.msg);
         overlays_release(s, &o);
         mem_free(w);
@@ -816,7 +839,7 @@ session_bash(struct tool_call *call)
         r->prep_mounts = warm->mounts;
         warm->mounts = NULL;
     }
-    if (overlays_collect(env, s, &o, &e) < 0) {
+    if (overlays_collect(env, s, p, &o, &e) < 0) {
         overlays_release(s, &o);
         session_leave(s, SESSION_WRITE);
         tsess_fail(call, &e);

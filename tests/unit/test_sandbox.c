@@ -249,7 +249,7 @@ TEST(spec_rejects_bad_input)
     struct sandbox_spec s;
     struct sandbox_result r;
     struct err err;
-    struct sandbox_overlay ov = {"../etc", "/usr"};
+    struct sandbox_overlay ov = {"../etc", "/usr", -1};
     const char *env_bad[] = {"PATH=/evil"};
 
     spec_init(&s, "echo x");
@@ -776,6 +776,7 @@ TEST(overlays_are_read_only)
     fclose(fp);
     ov.key = "app/node_modules";
     ov.host_dir = host;
+    ov.dir_fd = -1;
     spec_init(&s, "cat app/node_modules/pkg.js; echo; touch app/node_modules/new 2>/dev/null "
                   "&& echo WROTE; rm app/node_modules/pkg.js 2>/dev/null && echo REMOVED; true");
     s.overlays = &ov;
@@ -784,6 +785,42 @@ TEST(overlays_are_read_only)
     CHECK_EQ_STR(out_of(&r), "module\n");
     CHECK(access(f, F_OK) == 0);
     sandbox_result_release(&r);
+}
+
+/*
+ * An overlay bound through the fd host/ opened: the path is swapped for a link to /etc
+ * after the open, and the sandbox still sees the directory that was opened.
+ */
+TEST(overlay_bound_by_fd_not_by_path)
+{
+    struct sandbox_spec s;
+    struct sandbox_result r;
+    struct sandbox_overlay ov;
+    char host[4200], moved[4200], f[4300];
+    FILE *fp;
+    int fd;
+
+    snprintf(host, sizeof(host), "%s/fd-nm", test_tmpdir());
+    snprintf(moved, sizeof(moved), "%s/fd-nm-moved", test_tmpdir());
+    mkdir(host, 0755);
+    snprintf(f, sizeof(f), "%s/pkg.js", host);
+    fp = fopen(f, "w");
+    fputs("opened", fp);
+    fclose(fp);
+    fd = open(host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK(rename(host, moved) == 0);
+    CHECK(symlink("/etc", host) == 0);
+    ov.key = "node_modules";
+    ov.host_dir = host;
+    ov.dir_fd = fd;
+    spec_init(&s, "cat node_modules/pkg.js; echo; test -e node_modules/passwd && echo ETC; true");
+    s.overlays = &ov;
+    s.n_overlays = 1;
+    run_spec(&s, &r);
+    CHECK_EQ_STR(out_of(&r), "opened\n");
+    sandbox_result_release(&r);
+    close(fd);
 }
 
 TEST(file_size_limit)
@@ -1193,6 +1230,7 @@ TESTS(seatbelt_escapes_paths, spec_rejects_bad_input, exit_codes_and_output,
       tmp_and_shm_are_capped, writes_outside_workspace_fail, home_files_are_invisible,
       network_is_unreachable, keyring_canary_unreadable, unix_socket_canary_unreachable,
       tiocsti_and_userns_refused, no_capabilities, own_pid_namespace, overlays_are_read_only,
-      file_size_limit, cpu_limit, memory_limit, process_limit_and_fork_bomb, probe_reports,
-      prepared_runs_warm_and_goes_stale, prepared_freed_leaves_nothing,
-      prepared_dies_with_a_killed_daemon, prepared_runs_a_1mib_command)
+      overlay_bound_by_fd_not_by_path, file_size_limit, cpu_limit, memory_limit,
+      process_limit_and_fork_bomb, probe_reports, prepared_runs_warm_and_goes_stale,
+      prepared_freed_leaves_nothing, prepared_dies_with_a_killed_daemon,
+      prepared_runs_a_1mib_command)
