@@ -1,4 +1,4 @@
-# host_lib.sh - runs a host-door attack script (tests/security/t05[2-3]*-host-*.sh) in
+# host_lib.sh - runs a host-door attack script (tests/security/t053*-host-*.sh) in
 # every pass the host boundary is tested in: as the current user and, when that is root,
 # as user nobody; each with every command cold and with every command in a prepared
 # (warm) sandbox. Sourced after tests/lib.sh. The script, $T_TMP/attack.mjs, imports

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0520-host-export-link-chain.sh - exported symlinks never resolve out of output_dir,
+# t0530-host-export-link-chain.sh - exported symlinks never resolve out of output_dir,
 # through the real drun-mcp, real bwrap and a temp DB:
 #
 #   - a chain of links, each lexically inside the tree, exported together

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0521-host-mount-proc.sh - /proc, /sys and /dev are behind no door: session_mount never
+# t0531-host-mount-proc.sh - /proc, /sys and /dev are behind no door: session_mount never
 # reads the daemon's environment or open files, whatever mount_allowlist says:
 #
 #   - /proc/self/environ (the default empty allowlist) and its spellings (//proc, /./proc,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0523-host-delete-crosses-mount.sh - delete_from_host of a directory never crosses a
+# t0533-host-delete-crosses-mount.sh - delete_from_host of a directory never crosses a
 # mount, even a bind mount of the same filesystem (same st_dev, another mount id):
 #
 #   - allow/victim/sub is a bind mount of a directory outside the allowlist: deleting

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0524-host-export-vcs-hooks.sh - session_export does not write what the host's next git
+# t0534-host-export-vcs-hooks.sh - session_export does not write what the host's next git
 # command would run, unless the operator sets export_vcs_hooks = true:
 #
 #   - .git/hooks/* and .git/config (core.fsmonitor), at the top and in a subdirectory

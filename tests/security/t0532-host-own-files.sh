@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0522-host-own-files.sh - drun's own files are behind no door even when their directory
+# t0532-host-own-files.sh - drun's own files are behind no door even when their directory
 # is allowlisted (an operator who allowlists $HOME holds ~/.drun/config.toml and the DB):
 #
 #   - session_export cannot overwrite config.toml (domain_allowlist = ["*"]) nor write
