@@ -4,7 +4,7 @@
  * prepared sandbox, and running something for a session on the loop's next turn. See
  * session_exec.h.
  *
- * Every walk here opens one component at a time with O_NOFOLLOW from the workspace root,
+ * Every walk here opens through util/safeopen.h, refusing every symlink, from the workspace root,
  * so a command that replaced a directory on the path with a link to somewhere else on
  * the host cannot make us remove (or even look at) anything outside the workspace.
  */
@@ -20,6 +20,7 @@
 
 #include "session/session_int.h"
 #include "util/mem.h"
+#include "util/safeopen.h"
 
 struct mount_point {
     char *key;      /* the overlay key */
@@ -33,34 +34,19 @@ struct session_mounts {
 
 /*
  * Opens the directory `rel` (first `len` bytes; "" is the root) beneath root_fd without
- * following links. Returns the fd or -1.
+ * following links (util/safeopen.h). Returns the fd or -1.
  */
 static int
 open_beneath(int root_fd, const char *rel, size_t len)
 {
-    int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
-    size_t i = 0;
+    char path[4096];
 
-    while (fd >= 0 && i < len) {
-        char name[256];
-        size_t j = i;
-        int next;
-
-        while (j < len && rel[j] != '/') {
-            j++;
-        }
-        if (j - i == 0 || j - i >= sizeof(name)) {
-            close(fd);
-            return -1;
-        }
-        memcpy(name, rel + i, j - i);
-        name[j - i] = '\0';
-        next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(fd);
-        fd = next;
-        i = j + 1;
+    if (len >= sizeof(path)) {
+        return -1;
     }
-    return fd;
+    memcpy(path, rel, len);
+    path[len] = '\0';
+    return safeopen_beneath(root_fd, path, O_RDONLY | O_DIRECTORY, 0, SAFEOPEN_NO_SYMLINKS);
 }
 
 /* Removes the empty directory rel[0..len) beneath root_fd; 0 or -1. */

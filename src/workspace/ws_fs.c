@@ -6,12 +6,13 @@
  * a symlink to "/" or "$HOME" (or a hard-to-spot "../../.."), hoping the next sync
  * writes or deletes through it on the host, where drun runs with the user's rights.
  *
- *   - openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the
- *     kernel refuses any symlink, any ".." escape and /proc magic links during the
- *     whole resolution, atomically. Used where the kernel has it (Linux >= 5.6).
- *   - otherwise a walk, one component at a time, each opened with O_NOFOLLOW |
- *     O_DIRECTORY relative to the previous fd: a symlink component fails with ELOOP
- *     or ENOTDIR instead of being followed. The caller's keys never hold "..".
+ *   - util/safeopen.h, drun's one safe-open primitive: openat2(RESOLVE_BENEATH |
+ *     RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it, else its
+ *     own O_NOFOLLOW walk with the same answers; any symlink, any ".." escape and /proc
+ *     magic links are refused during the whole resolution.
+ *   - to create or repair, a walk here, one component at a time, each opened with
+ *     O_NOFOLLOW | O_DIRECTORY relative to the previous fd: a symlink component fails
+ *     with ELOOP or ENOTDIR instead of being followed. Keys never hold "..".
  *   - leaves are always handled relative to their parent's fd with *at() calls and
  *     AT_SYMLINK_NOFOLLOW / O_NOFOLLOW, so swapping the leaf itself for a link does not
  *     help either; a link in the way of a write is removed (the link, not its target)
@@ -24,16 +25,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/mem.h"
 #include "util/pathkey.h"
+#include "util/safeopen.h"
 
 static int force_fallback;
-static int openat2_missing; /* set once the kernel said ENOSYS */
 
 void
 ws_fs_force_fallback(int on)
@@ -41,34 +40,18 @@ ws_fs_force_fallback(int on)
     force_fallback = on;
 }
 
-/* openat2 beneath dirfd; returns the fd, or -1 with errno (ENOSYS if unusable). */
+/*
+ * The one safe-open primitive (util/safeopen.h) beneath dirfd, refusing every symlink;
+ * -1 with errno. ENOSYS only when a test forces the repairing walk below.
+ */
 static int
 open_beneath(int dirfd, const char *path, int flags)
 {
-#ifdef SYS_openat2
-    struct open_how how;
-    int fd;
-
-    if (force_fallback || openat2_missing) {
+    if (force_fallback) {
         errno = ENOSYS;
         return -1;
     }
-    memset(&how, 0, sizeof(how));
-    how.flags = (uint64_t)flags;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-    if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
-        openat2_missing = 1; /* EPERM: a seccomp filter refuses it; walk instead */
-        errno = ENOSYS;
-    }
-    return fd;
-#else
-    (void)dirfd;
-    (void)path;
-    (void)flags;
-    errno = ENOSYS;
-    return -1;
-#endif
+    return safeopen_beneath(dirfd, path, flags, 0, SAFEOPEN_NO_SYMLINKS);
 }
 
 /* Makes sure `name` in dirfd is a real directory we can write; fixes it if asked. */

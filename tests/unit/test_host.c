@@ -1,16 +1,22 @@
 /*
- * test_host.c - the symlink-proof host writer: writes, links, deletes, and a
- * symlink swapped in by a racing process while writes happen. Every test runs twice
- * where it matters: with openat2 and with the per-component O_NOFOLLOW fallback.
+ * test_host.c - the host module and its safe-open primitive: writes, links, deletes,
+ * a symlink swapped in by a racing process while writes happen, escapes by "..",
+ * links and magic links, drun's own files, deletes across mounts, exported link chains
+ * and VCS hooks. Every test runs twice where it matters: with openat2 and with the
+ * per-component O_NOFOLLOW fallback, which must answer alike.
  */
 #include "test.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <limits.h>
 #include <stdio.h>
 
 #include "host/host.h"
 #include "util/err.h"
+#include "util/safeopen.h"
 #include "util/timeutil.h"
 
 static char root[PATH_MAX];    /* the allowlisted directory */
@@ -337,7 +343,218 @@ TEST(race_symlink_swap_fallback)
     race_body(1);
 }
 
+/* ---- util/safeopen: both paths answer alike ---- */
+
+static void
+safeopen_body(int fallback)
+{
+    char p[PATH_MAX];
+    int rfd, fd;
+
+    safeopen_force_fallback(fallback);
+    rfd = setup();
+    snprintf(p, sizeof(p), "%s/d", root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/d/e", root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/d/e/f.txt", root);
+    CHECK(close(open(p, O_CREAT | O_WRONLY, 0644)) == 0);
+    snprintf(p, sizeof(p), "%s/in", root);
+    CHECK(symlink("d/e", p) == 0);
+    snprintf(p, sizeof(p), "%s/abs", root);
+    CHECK(symlink(outside, p) == 0);
+    snprintf(p, sizeof(p), "%s/up", root);
+    CHECK(symlink("d/../..", p) == 0);
+    snprintf(p, sizeof(p), "%s/d/e/chain", root);
+    CHECK(symlink("../../in/../..", p) == 0); /* in -> d/e, so ../.. from d/e is root */
+
+    /* Plain paths and links that stay inside. */
+    fd = safeopen_beneath(rfd, "d/e/f.txt", O_RDONLY, 0, 0);
+    CHECK(fd >= 0);
+    close(fd);
+    fd = safeopen_beneath(rfd, "in/f.txt", O_RDONLY, 0, 0);
+    CHECK_MSG(fd >= 0, "a link inside: %s", strerror(errno));
+    close(fd);
+    fd = safeopen_beneath(rfd, "d/e/chain", O_PATH, 0, 0);
+    CHECK_MSG(fd >= 0, "a chain that ends at the root: %s", strerror(errno));
+    close(fd);
+    fd = safeopen_beneath(rfd, "", O_RDONLY | O_DIRECTORY, 0, 0);
+    CHECK(fd >= 0);
+    close(fd);
+    /* Escapes. */
+    CHECK(safeopen_beneath(rfd, "..", O_PATH, 0, 0) < 0 && errno == EXDEV);
+    CHECK(safeopen_beneath(rfd, "d/../../outside", O_PATH, 0, 0) < 0 && errno == EXDEV);
+    CHECK(safeopen_beneath(rfd, "abs", O_PATH, 0, 0) < 0 && errno == EXDEV);
+    CHECK(safeopen_beneath(rfd, "up", O_PATH, 0, 0) < 0 && errno == EXDEV);
+    CHECK(safeopen_beneath(rfd, "/etc", O_PATH, 0, 0) < 0 && errno == EXDEV);
+    /* No symlinks at all. */
+    CHECK(safeopen_beneath(rfd, "in/f.txt", O_RDONLY, 0, SAFEOPEN_NO_SYMLINKS) < 0 &&
+          errno == ELOOP);
+    CHECK(safeopen_beneath(rfd, "in", O_RDONLY, 0, SAFEOPEN_NO_SYMLINKS) < 0 && errno == ELOOP);
+    /* Creation. */
+    fd =
+        safeopen_beneath(rfd, "d/new.txt", O_WRONLY | O_CREAT | O_EXCL, 0600, SAFEOPEN_NO_SYMLINKS);
+    CHECK_MSG(fd >= 0, "create: %s", strerror(errno));
+    close(fd);
+    CHECK(safeopen_beneath(rfd, "missing/x", O_RDONLY, 0, 0) < 0 && errno == ENOENT);
+    close(rfd);
+
+    /* Magic links: /proc/self/root is "/" on the host, never followed. */
+    rfd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    CHECK(rfd >= 0);
+    CHECK(safeopen_beneath(rfd, "root/etc", O_PATH, 0, 0) < 0);
+    CHECK(safeopen_beneath(rfd, "cwd", O_PATH, 0, 0) < 0);
+    close(rfd);
+    safeopen_force_fallback(0);
+}
+
+TEST(safeopen_escapes)
+{
+    safeopen_body(0);
+}
+
+TEST(safeopen_escapes_fallback)
+{
+    safeopen_body(1);
+}
+
+/* A bind mount on the same filesystem: same st_dev, another mount id. */
+static void
+xdev_body(int fallback)
+{
+    char a[PATH_MAX], b[PATH_MAX], f[PATH_MAX];
+    struct host_removed rm;
+    struct err err;
+    int rfd, fd;
+
+    if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        SKIP("needs root to make a private bind mount");
+    }
+    safeopen_force_fallback(fallback);
+    rfd = setup();
+    snprintf(b, sizeof(b), "%s/victim", root);
+    snprintf(a, sizeof(a), "%s/victim/m", root);
+    CHECK(mkdir(b, 0755) == 0 && mkdir(a, 0755) == 0);
+    snprintf(f, sizeof(f), "%s/keep.txt", outside);
+    CHECK(close(open(f, O_CREAT | O_WRONLY, 0644)) == 0);
+    CHECK(mount(outside, a, NULL, MS_BIND, NULL) == 0);
+    fd = safeopen_beneath(rfd, "victim/m/keep.txt", O_RDONLY, 0, 0);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK(safeopen_beneath(rfd, "victim/m/keep.txt", O_RDONLY, 0, SAFEOPEN_NO_XDEV) < 0 &&
+          errno == EXDEV);
+    CHECK(host_remove(rfd, "victim", &rm, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(access(f, F_OK) == 0);
+    CHECK(host_remove(rfd, "victim/m", &rm, &err) < 0);
+    CHECK(access(f, F_OK) == 0);
+    umount2(a, MNT_DETACH);
+    close(rfd);
+    safeopen_force_fallback(0);
+}
+
+TEST(never_crosses_a_bind_mount)
+{
+    xdev_body(0);
+}
+
+TEST(never_crosses_a_bind_mount_fallback)
+{
+    xdev_body(1);
+}
+
+/* ---- drun's own files ---- */
+
+TEST(own_files_behind_every_door)
+{
+    char own[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+    struct host_removed rm;
+    struct err err;
+    int rfd = setup();
+
+    host_own_reset();
+    snprintf(own, sizeof(own), "%s/.drun", root);
+    CHECK(mkdir(own, 0700) == 0);
+    snprintf(p, sizeof(p), "%s/drun.db", own);
+    CHECK(close(open(p, O_CREAT | O_WRONLY, 0600)) == 0);
+    CHECK(host_own_add_db(p, &err) == 0);
+    snprintf(p, sizeof(p), "%s/config.toml", own);
+    CHECK(host_own_add_file(p, &err) == 0);
+    /* A config whose directory does not exist yet is guarded once it does. */
+    snprintf(p, sizeof(p), "%s/later/config.toml", root);
+    CHECK(host_own_add_file(p, &err) == 0);
+
+    CHECK(host_write_file(rfd, ".drun/config.toml", "x", 1, 0644, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_write_file(rfd, ".drun/drun.db-journal", "x", 1, 0644, &err) < 0);
+    CHECK(host_symlink(rfd, ".drun/drun.db-wal", "/etc/passwd", &err) < 0);
+    CHECK(host_write_file(rfd, "later/config.toml", "x", 1, 0644, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_write_file(rfd, ".drun/other.txt", "x", 1, 0644, &err) == 0);
+    /* By inode: a hard link of the DB under another name. */
+    snprintf(p, sizeof(p), "%s/drun.db", own);
+    snprintf(q, sizeof(q), "%s/innocent", root);
+    CHECK(link(p, q) == 0);
+    CHECK(host_write_file(rfd, "innocent", "x", 1, 0644, &err) < 0);
+    CHECK(host_remove(rfd, "innocent", &rm, &err) < 0);
+    /* A directory that holds one is not removed, not even partly. */
+    CHECK(host_remove(rfd, ".drun", &rm, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    snprintf(q, sizeof(q), "%s/other.txt", own);
+    CHECK(access(q, F_OK) == 0);
+    CHECK(access(p, F_OK) == 0);
+    host_own_reset();
+    close(rfd);
+}
+
+/* ---- export rules ---- */
+
+TEST(exported_link_chains_stay_inside)
+{
+    static const char *rels[] = {"d0/d1/d2/a", "up", "ok", "dangling", "dangling_up"};
+    unsigned char bad[5] = {0};
+    struct err err;
+    int rfd = setup();
+
+    CHECK(host_mkdirs(rfd, "d0/d1/d2", 0755, &err) == 0);
+    CHECK(host_symlink(rfd, "d0/d1/d2/a", "../../..", &err) == 0);
+    CHECK(host_symlink(rfd, "up", "d0/d1/d2/a/..", &err) == 0); /* root/.. = outside */
+    CHECK(host_symlink(rfd, "ok", "d0/d1", &err) == 0);
+    CHECK(host_symlink(rfd, "dangling", "nothing/here", &err) == 0);
+    CHECK(host_symlink(rfd, "dangling_up", "nothing/../../x", &err) == 0);
+    CHECK(host_export_check_links(rfd, rels, 5, bad, &err) == 0);
+    CHECK_EQ_INT(bad[0], 0);
+    CHECK_EQ_INT(bad[1], 1);
+    CHECK_EQ_INT(bad[2], 0);
+    CHECK_EQ_INT(bad[3], 0);
+    CHECK_EQ_INT(bad[4], 1);
+    CHECK(faccessat(rfd, "up", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+    CHECK(faccessat(rfd, "ok", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+    close(rfd);
+}
+
+TEST(vcs_hooks_need_the_operator)
+{
+    struct policy p;
+
+    memset(&p, 0, sizeof(p));
+    CHECK(host_export_vcs_refusal(&p, ".git/hooks/pre-commit", 0) != NULL);
+    CHECK(host_export_vcs_refusal(&p, "a/b/.git/hooks/x/y", 0) != NULL);
+    CHECK(host_export_vcs_refusal(&p, ".git/config", 0) != NULL);
+    CHECK(host_export_vcs_refusal(&p, "sub/.git", 0) != NULL);
+    CHECK(host_export_vcs_refusal(&p, "sub/.git", 1) == NULL);
+    CHECK(host_export_vcs_refusal(&p, ".git/HEAD", 0) == NULL);
+    CHECK(host_export_vcs_refusal(&p, ".github/hooks/x", 0) == NULL);
+    CHECK(host_export_vcs_refusal(&p, "config", 0) == NULL);
+    p.export_vcs_hooks = 1;
+    CHECK(host_export_vcs_refusal(&p, ".git/hooks/pre-commit", 0) == NULL);
+}
+
 TESTS(writes_files_atomically, writes_files_atomically_fallback, refuses_symlinks_on_the_way,
       refuses_symlinks_on_the_way_fallback, open_root_refuses_links_and_slash,
       symlinks_are_written_as_links, write_fd_copies_and_caps, removes_without_following,
-      removes_without_following_fallback, race_symlink_swap, race_symlink_swap_fallback)
+      removes_without_following_fallback, race_symlink_swap, race_symlink_swap_fallback,
+      safeopen_escapes, safeopen_escapes_fallback, never_crosses_a_bind_mount,
+      never_crosses_a_bind_mount_fallback, own_files_behind_every_door,
+      exported_link_chains_stay_inside, vcs_hooks_need_the_operator)
