@@ -78,6 +78,8 @@ host_walk_error(const char *rel, int code, struct err *err)
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
+static int own_name_check(int dirfd, const char *name, const char *rel, struct err *err);
+
 int
 host_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct err *err)
 {
@@ -109,7 +111,7 @@ host_open_dir(int rootfd, const char *rel, int create, mode_t mode, struct err *
         comp[len] = '\0';
         next = openat(fd, comp, DIR_FLAGS);
         if (next < 0 && errno == ENOENT) {
-            if (host_own_check_entry(fd, comp, NULL, rel, err) < 0) {
+            if (own_name_check(fd, comp, rel, err) < 0) {
                 close(fd);
                 return -1;
             }
@@ -187,14 +189,29 @@ split_parent(const char *rel, char *parent, size_t size)
     return slash ? slash + 1 : rel;
 }
 
-/* Refuses name in dirfd when it is one of drun's own files (by name or inode). */
+/*
+ * Refuses name in dirfd when it is one of drun's own files (by name or inode) or in the
+ * runtime directory. snapshots_dir is left to the doors' path check (host_check): drun
+ * itself writes snapshot files there through these functions.
+ */
 static int
 own_name_check(int dirfd, const char *name, const char *rel, struct err *err)
 {
-    struct stat sb;
+    struct stat sb, ps;
     int have = fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+    const char *hit;
 
-    return host_own_check_entry(dirfd, name, have ? &sb : NULL, rel, err);
+    if (fstat(dirfd, &ps) < 0) {
+        return err_set(err, ERR_IO, "cannot stat the directory of '%s': %s", rel, strerror(errno));
+    }
+    hit = host_own_match(ps.st_dev, ps.st_ino, name, have ? &sb : NULL, HOST_TREE_SNAPSHOTS);
+    if (hit != NULL) {
+        return err_set(err, ERR_DENIED,
+                       "refusing '%s': it is drun's own file or directory ('%s'); no door "
+                       "writes drun's config, database or runtime files",
+                       rel, hit);
+    }
+    return 0;
 }
 
 /* Creates a fresh temp file in dirfd; its name goes to name[]. Returns the fd or -1. */
