@@ -60,6 +60,15 @@ int host_own_add_tree(const char *dir, struct err *err);
 /* Registers snapshots_dir: behind every door, but restore and import read from it. */
 int host_own_add_snapshots(const char *dir, struct err *err);
 
+/*
+ * The sandbox binds every mount_allowlist entry read-only; an entry that holds drun's
+ * own files would show them to every command. Fills out[] (at most max) with the
+ * resolved paths of drun's own files that exist and trees that lie beneath one of
+ * `roots` (absolute paths, resolved here), for the sandbox to cover. The strings live
+ * as long as the registry. Returns the count.
+ */
+size_t host_own_hidden(const char *const *roots, size_t n_roots, const char **out, size_t max);
+
 /* Forgets every registration (tests). */
 void host_own_reset(void);
 

@@ -290,3 +290,39 @@ host_own_check_entry(int dirfd, const char *name, const struct stat *sb, const c
     }
     return 0;
 }
+
+size_t
+host_own_hidden(const char *const *roots, size_t n_roots, const char **out, size_t max)
+{
+    char real[PATH_MAX];
+    size_t n = 0;
+
+    for (size_t r = 0; r < n_roots; r++) {
+        if (roots[r] == NULL || realpath(roots[r], real) == NULL || strcmp(real, "/") == 0) {
+            continue;
+        }
+        for (size_t i = 0; i < nfiles && n < max; i++) {
+            struct stat sb;
+            if (files[i].resolved && host_path_under(files[i].path, real) &&
+                lstat(files[i].path, &sb) == 0 && !S_ISLNK(sb.st_mode)) {
+                out[n++] = files[i].path;
+            }
+        }
+        for (size_t i = 0; i < ntrees && n < max; i++) {
+            if (host_path_under(trees[i].path, real)) {
+                out[n++] = trees[i].path;
+            }
+        }
+    }
+    /* The same path under two roots once. */
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = i + 1; j < n;) {
+            if (out[j] == out[i]) {
+                out[j] = out[--n];
+            } else {
+                j++;
+            }
+        }
+    }
+    return n;
+}

@@ -567,6 +567,24 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
         argv_push(a, resolved);
         argv_push(a, resolved);
     }
+    /* drun's own files under those binds (its config, DB, runtime directory) are covered:
+     * no command reads the daemon's credentials or another session's files. */
+    for (size_t i = 0; i < spec->n_hide_paths && i < SANDBOX_RO_PATHS_MAX; i++) {
+        const char *h = spec->hide_paths[i];
+        if (h == NULL || h[0] != '/' || lstat(h, &st) < 0) {
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            argv_push(a, "--tmpfs");
+            argv_push(a, h);
+            argv_push(a, "--remount-ro");
+            argv_push(a, h);
+        } else if (S_ISREG(st.st_mode)) {
+            argv_push(a, "--ro-bind");
+            argv_push(a, "/dev/null");
+            argv_push(a, h);
+        }
+    }
     argv_push(a, "--proc");
     argv_push(a, "/proc");
     argv_push(a, "--dev");

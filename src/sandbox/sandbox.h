@@ -74,7 +74,9 @@ struct sandbox_spec {
     size_t n_ro_paths;           /* each is bound at its own path; missing ones are skipped */
     const struct sandbox_overlay *overlays;
     size_t n_overlays;
-    const char *command; /* the script bytes (no NUL); need not be NUL-terminated */
+    const char *const *hide_paths; /* resolved host paths under ro_paths to cover: a file */
+    size_t n_hide_paths;           /* with an empty one, a directory with an empty tmpfs */
+    const char *command;           /* the script bytes (no NUL); need not be NUL-terminated */
     size_t command_len;
     const char *const *env; /* extra "NAME=value" (PYTHONPATH, NODE_PATH); not PATH etc. */
     size_t n_env;

@@ -480,7 +480,8 @@ static const char *const sandbox_env[2] = {"PYTHONPATH=/workspace/.packages/pip"
  * SANDBOX_RO_PATHS_MAX entries.
  */
 static void
-spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path, const char **ro)
+spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path, const char **ro,
+          const char **hide)
 {
     size_t n_ro = 0;
 
@@ -497,6 +498,10 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     spec->workspace_dir = ws_path;
     spec->ro_paths = ro;
     spec->n_ro_paths = n_ro;
+    /* An allowlisted $HOME holds ~/.drun: its config and DB are covered inside. */
+    spec->hide_paths = hide;
+    spec->n_hide_paths = host_own_hidden((const char *const *)p->mount_allowlist.v,
+                                         p->mount_allowlist.n, hide, SANDBOX_RO_PATHS_MAX);
     spec->env = sandbox_env;
     spec->n_env = 2;
     spec->path_env = path_env[0] ? path_env : NULL;
@@ -642,7 +647,7 @@ overlays_collect(struct tools_env *env, struct session *s, const struct policy *
 static void
 prewarm(struct tools_env *env, struct session *s, struct policy *p)
 {
-    const char *ro[SANDBOX_RO_PATHS_MAX];
+    const char *ro[SANDBOX_RO_PATHS_MAX], *hide[SANDBOX_RO_PATHS_MAX];
     const char *ws_path = session_exec_dir_path(s);
     struct sandbox_spec spec;
     struct overlays o;
@@ -665,7 +670,7 @@ prewarm(struct tools_env *env, struct session *s, struct policy *p)
         mem_free(w);
         return;
     }
-    spec_fill(&spec, p, ws_path, ro);
+    spec_fill(&spec, p, ws_path, ro, hide);
     spec.overlays = o.v;
     spec.n_overlays = o.n;
     spec.command = "";
@@ -764,7 +769,7 @@ session_bash(struct tool_call *call)
     struct bash_run *r = NULL;
     struct ws_dir *dir = NULL;
     struct overlays o;
-    const char *ro[SANDBOX_RO_PATHS_MAX];
+    const char *ro[SANDBOX_RO_PATHS_MAX], *hide[SANDBOX_RO_PATHS_MAX];
     struct warm_slot *warm = NULL;
     struct sandbox_spec spec;
     struct sandbox_callbacks cb;
@@ -848,7 +853,7 @@ session_bash(struct tool_call *call)
     r->mounts = o.mounts;
     o.mounts = NULL;
 
-    spec_fill(&spec, p, ws_dir_path(dir), ro);
+    spec_fill(&spec, p, ws_dir_path(dir), ro, hide);
     spec.overlays = o.v;
     spec.n_overlays = o.n;
     spec.command = command;

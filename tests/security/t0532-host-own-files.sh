@@ -9,6 +9,7 @@
 #   - session_mount cannot read config.toml, nor the DB through a hard link (same inode,
 #     another name); mounting $HOME skips them and lists them
 #   - the runtime directory (other sessions' workspaces) is behind no door
+#   - a command reads none of them through the sandbox's read-only bind of the allowlist
 #
 # Every pass: as the current user and (as root) as nobody, cold and warm sandboxes.
 . "$(dirname "$0")/../lib.sh"
@@ -79,6 +80,16 @@ await check('session_mount cannot read config.toml, the DB (hard link too) or th
   for (const n of ['config.toml', 'drun.db', 'innocent.bin']) if (ls.stdout_tail.includes(n)) got.push(`${n} via a mount of home`);
   if (!r.skipped.some((k) => k.path.includes('config.toml'))) got.push(`(config.toml not listed in skipped: ${JSON.stringify(r.skipped).slice(0, 200)})`);
   return got.length === 0 || `read: ${got.join(', ')}`;
+});
+
+await fresh(4);
+await check('a command does not read them through the read-only bind of an allowlisted home', async () => {
+  const r = await d.bash(s, `cat ${own}/config.toml 2>/dev/null; head -c 16 ${own}/drun.db 2>/dev/null; ls ${dir}/xdg/drun 2>/dev/null | head -3; true`);
+  const got = [];
+  if (r.stdout_tail.includes('mount_allowlist')) got.push('config.toml');
+  if (r.stdout_tail.includes('SQLite format')) got.push('drun.db');
+  if (/ws-/.test(r.stdout_tail)) got.push('the runtime directory');
+  return got.length === 0 || `read ${got.join(', ')}: ${JSON.stringify(r.stdout_tail).slice(0, 200)}`;
 });
 
 await d.stop();
