@@ -437,6 +437,13 @@ read_dir(int fd, const char *shown_root, const char *prefix, int depth,
             err_set(err, ERR_IO, "cannot stat '%s/%s': %s", shown_root, key.data, strerror(errno));
             goto out;
         }
+        if (prefix[0] == '\0' && strcmp(shown_root, "/") == 0 && system_tree(name) != NULL) {
+            /* A mount of "/" (empty allowlist): /proc, /sys and /dev are not entered. */
+            if (ops->skip(ops->ctx, key.data, "behind no door (/proc, /sys, /dev)") < 0) {
+                goto stop;
+            }
+            continue;
+        }
         if (host_own_match(dsb.st_dev, dsb.st_ino, name, &sb, -1) != NULL) {
             if (ops->skip(ops->ctx, key.data, "drun's own file (config, database or runtime)") <
                 0) {
