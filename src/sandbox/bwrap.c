@@ -1046,8 +1046,8 @@ child_exec(const struct child_plan *cp)
         }
     }
     for (size_t i = 0; i < cp->n_ov; i++) {
-        tov[i] = fcntl(cp->ov[i], F_DUPFD, 64 + FD_FIRST_FREE);
-        if (tov[i] < 0) {
+        tov[i] = cp->ov[i] < 0 ? -1 : fcntl(cp->ov[i], F_DUPFD, 64 + FD_FIRST_FREE);
+        if (cp->ov[i] >= 0 && tov[i] < 0) {
             _exit(127);
         }
     }
@@ -1059,7 +1059,9 @@ child_exec(const struct child_plan *cp)
         }
     }
     for (size_t i = 0; i < cp->n_ov; i++) {
-        if (dup2(tov[i], FD_FIRST_FREE + (int)i) < 0) {
+        if (tov[i] < 0) {
+            close(FD_FIRST_FREE + (int)i); /* an overlay bound by path: the number stays free */
+        } else if (dup2(tov[i], FD_FIRST_FREE + (int)i) < 0) {
             _exit(127);
         }
     }
@@ -1557,7 +1559,7 @@ spawn:
             cp.ov[i] = spec->overlays[i].dir_fd;
             cp.n_ov = i + 1;
         } else {
-            cp.ov[i] = devnull; /* a placeholder: its number is not named in argv */
+            cp.ov[i] = -1;
         }
     }
     set_rl(&cp.rl_as, sb->lim.memory_bytes);

@@ -7,6 +7,7 @@
 #     directory above output_dir on the host: the escaping link is removed and listed
 #   - the same chain aimed at an overlay whose host directory was deleted: the next
 #     session_bash of the session that mounted it does not see the host outside
+#   - an overlay is bound through an fd host/ opened, and that fd never reaches the command
 #   - an overlay whose host directory a host process replaced by a link is not bound
 #   - an overlay that the current mount_allowlist no longer admits is not bound
 #
@@ -53,6 +54,17 @@ await check('an overlay replaced by an exported chain does not show the host out
   const r = await d.bash(b, 'cat node_modules/secret.txt 2>/dev/null; ls node_modules 2>/dev/null | head -3; true');
   if (r.stdout_tail.includes(canary)) return `session_bash read the host's ${dir}/secret.txt through the overlay`;
   return true;
+});
+
+await check('the overlay fd bound by the sandbox does not reach the command', async () => {
+  mkdirSync(`${allow}/app4/node_modules`, { recursive: true });
+  writeFileSync(`${allow}/app4/node_modules/pkg.js`, 'pkg4');
+  const b = await d.session();
+  await d.ok('session_mount', { path: `${allow}/app4`, description: 'x', session_id: b });
+  const r = await d.bash(b, 'cat node_modules/pkg.js; echo; ls /proc/self/fd | tr "\\n" " "');
+  const [pkg, fds] = r.stdout_tail.split('\n');
+  if (pkg !== 'pkg4') return `not bound: ${JSON.stringify(r.stdout_tail)}`;
+  return fds.trim() === '0 1 2 3' || `open fds in the command: ${fds}`;
 });
 
 await check('an overlay whose host directory became a link is not bound', async () => {
