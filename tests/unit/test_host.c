@@ -551,10 +551,75 @@ TEST(vcs_hooks_need_the_operator)
     CHECK(host_export_vcs_refusal(&p, ".git/hooks/pre-commit", 0) == NULL);
 }
 
+/* ---- opening once ---- */
+
+TEST(snapshot_file_opened_once)
+{
+    char f[PATH_MAX], fifo[PATH_MAX], lnk[PATH_MAX], db[PATH_MAX];
+    struct stat sb;
+    struct err err;
+    int rfd = setup(), fd;
+
+    host_own_reset();
+    snprintf(f, sizeof(f), "%s/snap.drun", root);
+    CHECK(close(open(f, O_CREAT | O_WRONLY, 0644)) == 0);
+    fd = host_open_snapshot_file(f, &sb, &err);
+    CHECK_MSG(fd >= 0, "%s", err.msg);
+    CHECK(S_ISREG(sb.st_mode));
+    CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+    close(fd);
+    /* A FIFO answers at once (never opened for a blocking read), a link is refused. */
+    snprintf(fifo, sizeof(fifo), "%s/fifo.drun", root);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(host_open_snapshot_file(fifo, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_INVAL);
+    snprintf(lnk, sizeof(lnk), "%s/link.drun", root);
+    CHECK(symlink(f, lnk) == 0);
+    CHECK(host_open_snapshot_file(lnk, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_open_snapshot_file("/proc/self/environ", &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_open_snapshot_file("/dev/zero", &sb, &err) < 0);
+    /* drun's own DB is not a snapshot file. */
+    snprintf(db, sizeof(db), "%s/drun.db", root);
+    CHECK(close(open(db, O_CREAT | O_WRONLY, 0600)) == 0);
+    CHECK(host_own_add_db(db, &err) == 0);
+    CHECK(host_open_snapshot_file(db, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    host_own_reset();
+    close(rfd);
+}
+
+TEST(read_door_refuses_proc_and_fifos)
+{
+    struct policy p;
+    struct policy_hostpath hp;
+    char fifo[PATH_MAX];
+    struct stat sb;
+    struct err err;
+    int rfd = setup();
+
+    memset(&p, 0, sizeof(p)); /* an empty allowlist: mount reads anywhere, but not these */
+    CHECK(host_open_read(&p, "/proc/self/environ", &hp, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_open_read(&p, "//proc/./self/environ", &hp, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_DENIED);
+    CHECK(host_open_read(&p, "/dev/fd/0", &hp, &sb, &err) < 0);
+    CHECK(host_open_read(&p, "/sys/kernel", &hp, &sb, &err) < 0);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", root);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    memset(&sb, 0, sizeof(sb));
+    CHECK(host_open_read(&p, fifo, &hp, &sb, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_INVAL);
+    CHECK(S_ISFIFO(sb.st_mode));
+    close(rfd);
+}
+
 TESTS(writes_files_atomically, writes_files_atomically_fallback, refuses_symlinks_on_the_way,
       refuses_symlinks_on_the_way_fallback, open_root_refuses_links_and_slash,
       symlinks_are_written_as_links, write_fd_copies_and_caps, removes_without_following,
       removes_without_following_fallback, race_symlink_swap, race_symlink_swap_fallback,
       safeopen_escapes, safeopen_escapes_fallback, never_crosses_a_bind_mount,
       never_crosses_a_bind_mount_fallback, own_files_behind_every_door,
-      exported_link_chains_stay_inside, vcs_hooks_need_the_operator)
+      exported_link_chains_stay_inside, vcs_hooks_need_the_operator, snapshot_file_opened_once,
+      read_door_refuses_proc_and_fifos)
