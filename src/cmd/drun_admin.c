@@ -586,7 +586,7 @@ cmd_audit_verify(const struct admin *a)
     }
     if (!ok) {
         fprintf(stderr, "drun-admin: audit chain broken at row %lld: %s\n", (long long)bad,
-                err.msg);
+                admin_text(err.msg));
         return EXIT_FAIL;
     }
     printf("audit chain ok: %lld rows\n", (long long)rows);
