@@ -23,6 +23,8 @@
 #include <time.h>
 
 #include "cmd/drun_admin.h"
+#include "host/host.h"
+#include "policy/policy.h"
 #include "store/store.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -33,7 +35,7 @@
 #define TAIL_DEFAULT 20
 
 static const char USAGE[] =
-    "usage: drun-admin [--db PATH] [--json] COMMAND\n"
+    "usage: drun-admin [--db PATH] [--config PATH] [--json] COMMAND\n"
     "\n"
     "commands:\n"
     "  sessions list [--all]     open sessions (--all: closed ones too)\n"
@@ -59,7 +61,10 @@ static const char USAGE[] =
     "  db stats|check|migrate|vacuum\n"
     "                            sizes; integrity check; schema upgrade; compact the file\n"
     "\n"
-    "The database is --db PATH, else $DRUN_DB. --json prints JSON for scripts.\n"
+    "The database is --db PATH, else $DRUN_DB. --json prints JSON for scripts (exact\n"
+    "strings); text output escapes control characters in stored strings. --config PATH\n"
+    "names the config.toml whose policy judges a snapshot's overlays on import and\n"
+    "restore (else $DRUN_CONFIG, else ~/.drun/config.toml).\n"
     "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage.\n";
 
 int
@@ -78,8 +83,128 @@ admin_usage_error(const char *fmt, ...)
 int
 admin_fail(const struct err *err)
 {
-    fprintf(stderr, "drun-admin: error: %s\n", err->msg);
+    fprintf(stderr, "drun-admin: error: %s\n", admin_text(err->msg));
     return EXIT_FAIL;
+}
+
+/* The length of the valid UTF-8 sequence at p (n bytes left), or 0 if it is not one. */
+static size_t
+utf8_len(const unsigned char *p, size_t n)
+{
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xbf;
+
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        need = 2;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        need = 3;
+        lo = p[0] == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
+        hi = p[0] == 0xed ? 0x9f : 0xbf; /* no surrogates */
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        need = 4;
+        lo = p[0] == 0xf0 ? 0x90 : 0x80;
+        hi = p[0] == 0xf4 ? 0x8f : 0xbf; /* nothing past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < need || p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < need; i++) {
+        if (p[i] < 0x80 || p[i] > 0xbf) {
+            return 0;
+        }
+    }
+    return need;
+}
+
+const char *
+admin_text(const char *s)
+{
+    static struct buf ring[ADMIN_TEXT_RING];
+    static size_t next;
+    struct buf *b = &ring[next];
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n;
+
+    if (s == NULL) {
+        return "-";
+    }
+    next = (next + 1) % ADMIN_TEXT_RING;
+    buf_release(b);
+    buf_init(b, BUF_MAX_DEFAULT * 4);
+    n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80 ? 1 : utf8_len(p + i, n - i);
+        if (p[i] == '\n') {
+            buf_puts(b, "\\n");
+        } else if (p[i] == '\t') {
+            buf_puts(b, "\\t");
+        } else if (p[i] == '\r') {
+            buf_puts(b, "\\r");
+        } else if (p[i] < 0x20 || p[i] == 0x7f || k == 0) {
+            buf_printf(b, "\\x%02x", p[i]);
+            k = 1;
+        } else if (k == 2 && p[i] == 0xc2 && p[i + 1] <= 0x9f) {
+            buf_printf(b, "\\u%04x", p[i + 1]); /* C1: U+0080..U+009F */
+        } else {
+            buf_append(b, p + i, k);
+        }
+        i += k;
+    }
+    return buf_failed(b) ? "(too long to print)" : buf_cstr(b);
+}
+
+/* drun's own files, for host_own_*: no overlay a snapshot brings in may show them. */
+static void
+admin_own_files(const struct admin *a, const char *config_path, const struct policy *p)
+{
+    struct buf rt;
+    struct err err;
+
+    host_own_reset();
+    if (host_own_add_file(config_path, &err) < 0 || host_own_add_db(a->db, &err) < 0 ||
+        host_own_add_snapshots(p->snapshots_dir, &err) < 0) {
+        log_warn("cannot guard drun's own files: %s", err.msg);
+    }
+    buf_init(&rt, 8192);
+    if (ws_runtime_dir(p->runtime_dir, &rt, &err) < 0 ||
+        host_own_add_tree(buf_cstr(&rt), &err) < 0) {
+        log_warn("cannot guard the runtime directory: %s", err.msg);
+    }
+    buf_release(&rt);
+}
+
+int
+admin_policy(const struct admin *a, struct policy **out)
+{
+    char *path = NULL;
+    int explicit_path = 0;
+    struct err err;
+
+    *out = NULL;
+    if (policy_config_path(a->config, &path, &explicit_path, &err) < 0) {
+        return admin_fail(&err);
+    }
+    if (policy_load_file(path, out, &err) < 0) {
+        if (err.code != ERR_NOTFOUND || explicit_path) {
+            mem_free(path);
+            fprintf(stderr,
+                    "drun-admin: error: cannot judge the snapshot's overlays without the "
+                    "policy: %s; fix the config or pass --config\n",
+                    admin_text(err.msg));
+            return EXIT_FAIL;
+        }
+        *out = policy_defaults();
+        if (*out == NULL) {
+            mem_free(path);
+            fputs("drun-admin: error: out of memory\n", stderr);
+            return EXIT_FAIL;
+        }
+    }
+    admin_own_files(a, path, *out);
+    mem_free(path);
+    return 0;
 }
 
 int
@@ -283,9 +408,9 @@ audit_line(const struct store_audit_entry *e)
 
     time_format_iso(e->time_ms, iso, sizeof(iso));
     printf("%-6lld %-24s %-9s %-10s %-24s %s%s%s\n", (long long)e->id, iso,
-           e->outcome ? e->outcome : "", e->session_id ? e->session_id : "-",
-           e->tool ? e->tool : "", e->error_code ? e->error_code : "", e->error_code ? ": " : "",
-           e->summary ? e->summary : "");
+           admin_text(e->outcome ? e->outcome : ""), admin_text(e->session_id),
+           admin_text(e->tool ? e->tool : ""), admin_text(e->error_code ? e->error_code : ""),
+           e->error_code ? ": " : "", admin_text(e->summary ? e->summary : ""));
 }
 
 /* Prints rows; in follow mode (or with --json and follow) one JSON object per line. */
@@ -363,7 +488,7 @@ cmd_audit_tail(const struct admin *a, struct store_audit_filter *f, int follow)
                     store_close(st);
                     return admin_fail(&err);
                 }
-                fprintf(stderr, "drun-admin: %s\n", err.msg);
+                fprintf(stderr, "drun-admin: %s\n", admin_text(err.msg));
                 continue;
             }
             audit_print(a, e, count, 1);
@@ -410,23 +535,23 @@ cmd_audit_show(const struct admin *a, long long id, int raw)
         hex_encode(e[0].hash, HASH_LEN, hex);
         printf("%-15s %lld\n", "id", (long long)e[0].id);
         printf("%-15s %s\n", "time", iso);
-        printf("%-15s %s\n", "kind", e[0].kind ? e[0].kind : "");
+        printf("%-15s %s\n", "kind", admin_text(e[0].kind ? e[0].kind : ""));
         printf("%-15s %lld\n", "pid", (long long)e[0].pid);
-        printf("%-15s %s %s\n", "client", e[0].client_name ? e[0].client_name : "-",
-               e[0].client_version ? e[0].client_version : "");
-        printf("%-15s %s\n", "session", e[0].session_id ? e[0].session_id : "-");
-        printf("%-15s %s\n", "tool", e[0].tool ? e[0].tool : "");
-        printf("%-15s %s\n", "outcome", e[0].outcome ? e[0].outcome : "");
-        printf("%-15s %s\n", "error code", e[0].error_code ? e[0].error_code : "-");
+        printf("%-15s %s %s\n", "client", admin_text(e[0].client_name),
+               admin_text(e[0].client_version ? e[0].client_version : ""));
+        printf("%-15s %s\n", "session", admin_text(e[0].session_id));
+        printf("%-15s %s\n", "tool", admin_text(e[0].tool ? e[0].tool : ""));
+        printf("%-15s %s\n", "outcome", admin_text(e[0].outcome ? e[0].outcome : ""));
+        printf("%-15s %s\n", "error code", admin_text(e[0].error_code));
         printf("%-15s %lld\n", "duration ms", (long long)e[0].duration_ms);
         if (e[0].checkpoint_id >= 0) {
             printf("%-15s %lld\n", "checkpoint", (long long)e[0].checkpoint_id);
         } else {
             printf("%-15s -\n", "checkpoint");
         }
-        printf("%-15s %s\n", "summary", e[0].summary ? e[0].summary : "");
+        printf("%-15s %s\n", "summary", admin_text(e[0].summary ? e[0].summary : ""));
         printf("%-15s %s\n", "hash", hex);
-        printf("%-15s %s\n", "args", e[0].args ? e[0].args : "-");
+        printf("%-15s %s\n", "args", admin_text(e[0].args));
     }
     store_audit_entry_list_free(e, count);
     return rc;
@@ -461,7 +586,7 @@ cmd_audit_verify(const struct admin *a)
     }
     if (!ok) {
         fprintf(stderr, "drun-admin: audit chain broken at row %lld: %s\n", (long long)bad,
-                err.msg);
+                admin_text(err.msg));
         return EXIT_FAIL;
     }
     printf("audit chain ok: %lld rows\n", (long long)rows);
@@ -682,7 +807,7 @@ run_gc(const struct admin *a, int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-    struct admin a = {NULL, 0};
+    struct admin a = {NULL, NULL, 0};
     int i;
 
     log_init("drun-admin", LOG_WARN);
@@ -694,6 +819,13 @@ main(int argc, char **argv)
             a.db = argv[++i];
         } else if (strncmp(argv[i], "--db=", 5) == 0) {
             a.db = argv[i] + 5;
+        } else if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                return admin_usage_error("--config needs a path");
+            }
+            a.config = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            a.config = argv[i] + 9;
         } else if (strcmp(argv[i], "--json") == 0) {
             a.json = 1;
         } else if (admin_is_help(argv[i])) {

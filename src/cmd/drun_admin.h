@@ -14,8 +14,27 @@
 
 struct admin {
     const char *db;
+    const char *config; /* --config, or NULL for $DRUN_CONFIG / ~/.drun/config.toml */
     int json;
 };
+
+/*
+ * An agent-supplied string (label, description, name, tool, summary, arguments, a
+ * message quoting them) made safe to print as text on the operator's terminal: C0
+ * controls, DEL, C1 controls (U+0080..U+009F) and bytes that are not valid UTF-8 become
+ * visible escapes (\n \t \r \xNN \u0080), so a label holding ESC ] 52 (a clipboard
+ * write) or ESC [ 2J cannot drive the terminal. Never cut. NULL gives "-". The result is
+ * valid until ADMIN_TEXT_RING more calls, so one printf may take several. --json output
+ * is never passed through it: JSON escapes controls itself and stays exact.
+ */
+#define ADMIN_TEXT_RING 16
+const char *admin_text(const char *s);
+
+/* The operator's policy for judging snapshot overlays (--config, $DRUN_CONFIG, or
+ * ~/.drun/config.toml; built-in defaults when the default file is absent). 0 or an
+ * exit code; the caller drops *out with policy_unref. */
+struct policy;
+int admin_policy(const struct admin *a, struct policy **out);
 
 /* Prints "drun-admin: <message>; see 'drun-admin --help'" and returns EXIT_USAGE. */
 int admin_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

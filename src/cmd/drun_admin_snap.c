@@ -89,8 +89,8 @@ cp_table(const struct store_checkpoint *cps, size_t n, int64_t head)
         snprintf(ex, sizeof(ex), "%d", c->exit_code);
         printf("%s %-5lld %-9s %-24s %-20s %-12s %-5s %7lld  %s\n", c->id == head ? "*" : " ",
                (long long)c->id, status[c->status >= 0 && c->status <= 3 ? c->status : 0], t,
-               c->tool ? c->tool : "-", c->label ? c->label : "-", c->has_exit_code ? ex : "-",
-               (long long)c->file_count, c->command ? c->command : "");
+               admin_text(c->tool), admin_text(c->label), c->has_exit_code ? ex : "-",
+               (long long)c->file_count, admin_text(c->command ? c->command : ""));
     }
 }
 
@@ -167,9 +167,9 @@ sessions_list(const struct admin *a, int all)
         } else {
             snprintf(owner, sizeof(owner), "-");
         }
-        printf("%-8s  %-6s  %-24s  %-24s  %5lld  %-8s  %-14s  %s\n", s->id,
+        printf("%-8s  %-6s  %-24s  %-24s  %5lld  %-8s  %-14s  %s\n", admin_text(s->id),
                s->state == STORE_SESSION_OPEN ? "open" : "closed", c, l, (long long)s->head, owner,
-               s->client ? s->client : "-", s->label ? s->label : "");
+               admin_text(s->client), admin_text(s->label ? s->label : ""));
     }
     store_session_list_free(list, n);
     return 0;
@@ -206,16 +206,17 @@ sessions_show(const struct admin *a, const char *id)
         rc = admin_print_json(o);
     } else {
         char t[32];
-        printf("%-13s %s\n", "session", s.id);
-        printf("%-13s %s\n", "label", s.label ? s.label : "-");
+        printf("%-13s %s\n", "session", admin_text(s.id));
+        printf("%-13s %s\n", "label", admin_text(s.label));
         printf("%-13s %s\n", "state", s.state == STORE_SESSION_OPEN ? "open" : "closed");
         iso(s.created_ms, t);
         printf("%-13s %s\n", "created", t);
         iso(s.last_active_ms, t);
         printf("%-13s %s\n", "last active", t);
-        printf("%-13s %s\n", "client", s.client ? s.client : "-");
+        printf("%-13s %s\n", "client", admin_text(s.client));
         if (s.parent_id[0]) {
-            printf("%-13s %s @ %lld\n", "forked from", s.parent_id, (long long)s.parent_checkpoint);
+            printf("%-13s %s @ %lld\n", "forked from", admin_text(s.parent_id),
+                   (long long)s.parent_checkpoint);
         }
         printf("%-13s %lld\n", "head", (long long)s.head);
         printf("checkpoints (* = head):\n");
@@ -359,9 +360,9 @@ snapshot_list(const struct admin *a)
     for (size_t i = 0; i < n; i++) {
         char t[32];
         iso(list[i].created_ms, t);
-        printf("%-32s  %-8s  %-24s  %11lld  %12lld  %s\n", list[i].name, list[i].session_id, t,
-               (long long)list[i].checkpoints, (long long)list[i].head_bytes,
-               list[i].label ? list[i].label : "");
+        printf("%-32s  %-8s  %-24s  %11lld  %12lld  %s\n", admin_text(list[i].name),
+               admin_text(list[i].session_id), t, (long long)list[i].checkpoints,
+               (long long)list[i].head_bytes, admin_text(list[i].label ? list[i].label : ""));
     }
     store_snapshot_list_free(list, n);
     return 0;
@@ -399,11 +400,11 @@ snapshot_show(const struct admin *a, const char *name)
     } else {
         char t[32];
         iso(s.created_ms, t);
-        printf("%-13s %s\n", "snapshot", s.name);
+        printf("%-13s %s\n", "snapshot", admin_text(s.name));
         printf("%-13s %s\n", "created", t);
-        printf("%-13s %s\n", "session", s.session_id);
-        printf("%-13s %s\n", "label", s.label ? s.label : "-");
-        printf("%-13s %s\n", "description", s.description ? s.description : "-");
+        printf("%-13s %s\n", "session", admin_text(s.session_id));
+        printf("%-13s %s\n", "label", admin_text(s.label));
+        printf("%-13s %s\n", "description", admin_text(s.description));
         printf("%-13s %lld\n", "head", (long long)s.head);
         printf("%-13s %lld live, %lld in all\n", "checkpoints", (long long)s.checkpoints,
                (long long)s.checkpoints_all);
@@ -562,11 +563,44 @@ out:
     return rc;
 }
 
+/* The overlay judge for an import or restore: the policy, drun's own files, a report. */
+static void
+admin_vet_init(const struct policy *p, struct drunfile_vet *vet)
+{
+    memset(vet, 0, sizeof(*vet));
+    vet->p = p;
+    vet->dropped = cJSON_CreateArray();
+}
+
+/* Prints the overlays a snapshot brought in that the policy refused, one line each. */
+static void
+admin_vet_print(struct drunfile_vet *vet)
+{
+    if (vet->total > 0) {
+        printf("dropped %zu overlays the policy refuses (never bound):\n", vet->total);
+    }
+    for (int i = 0; vet->dropped != NULL && i < cJSON_GetArraySize(vet->dropped); i++) {
+        const cJSON *o = cJSON_GetArrayItem(vet->dropped, i);
+        printf("  %s -> %s: %s\n",
+               admin_text(cJSON_GetObjectItemCaseSensitive(o, "key")->valuestring),
+               admin_text(cJSON_GetObjectItemCaseSensitive(o, "host_path")->valuestring),
+               admin_text(cJSON_GetObjectItemCaseSensitive(o, "reason")->valuestring));
+    }
+    if ((size_t)(vet->dropped ? cJSON_GetArraySize(vet->dropped) : 0) < vet->total) {
+        printf("  ... and %zu more\n",
+               vet->total - (size_t)(vet->dropped ? cJSON_GetArraySize(vet->dropped) : 0));
+    }
+    cJSON_Delete(vet->dropped);
+    vet->dropped = NULL;
+}
+
 static int
 snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const char *dir)
 {
     struct store *st = NULL;
     struct store_session s;
+    struct policy *p = NULL;
+    struct drunfile_vet vet;
     struct err err;
     int64_t files = 0;
     int rc = admin_open_db(a, dir == NULL, &st);
@@ -589,18 +623,42 @@ snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const ch
         printf("wrote %lld files of snapshot '%s' into '%s'\n", (long long)files, name, dir);
         return 0;
     }
-    /* Unclaimed, so any drun-mcp on this DB can session_switch to it. */
-    rc = store_snapshot_restore(st, name, cpid, 0, 0, &s, &err);
+    /* Unclaimed, so any drun-mcp on this DB can session_switch to it. Its overlays are
+     * judged again under the policy in force, as session_restore does. */
+    rc = admin_policy(a, &p);
+    if (rc != 0) {
+        store_close(st);
+        return rc;
+    }
+    admin_vet_init(p, &vet);
+    rc = store_begin(st, &err);
+    if (rc == 0 && (rc = store_snapshot_restore(st, name, cpid, 0, 0, &s, &err)) == 0) {
+        rc = store_session_overlays_filter(st, s.id, drunfile_overlay_keep, &vet, &err);
+        if (rc < 0) {
+            store_session_release(&s);
+        }
+    }
+    if (rc == 0) {
+        rc = store_commit(st, &err);
+    } else {
+        store_rollback(st);
+    }
     store_close(st);
+    policy_unref(p);
     if (rc < 0) {
+        cJSON_Delete(vet.dropped);
         return admin_fail(&err);
     }
     if (a->json) {
-        rc = admin_print_json(session_json(&s));
+        cJSON *o = session_json(&s);
+        cJSON_AddItemToObject(o, "dropped_overlays", vet.dropped);
+        cJSON_AddNumberToObject(o, "dropped_overlays_total", (double)vet.total);
+        rc = admin_print_json(o);
     } else {
         printf("restored snapshot '%s' as session %s (head %lld); switch to it with "
                "session_switch\n",
-               name, s.id, (long long)s.head);
+               admin_text(name), admin_text(s.id), (long long)s.head);
+        admin_vet_print(&vet);
     }
     store_session_release(&s);
     return rc;
@@ -641,23 +699,41 @@ snapshot_import(const struct admin *a, const char *file, const char *name)
 {
     struct store *st = NULL;
     struct store_snapshot s;
+    struct policy *p = NULL;
+    struct drunfile_vet vet;
     struct err err;
-    int rc = admin_open_db(a, 1, &st);
+    int fd, rc = admin_policy(a, &p);
 
     if (rc != 0) {
         return rc;
     }
+    rc = admin_open_db(a, 1, &st);
+    if (rc != 0) {
+        policy_unref(p);
+        return rc;
+    }
     memset(&s, 0, sizeof(s));
-    rc = drunfile_import_path(st, file, name, &s, &err);
+    admin_vet_init(p, &vet);
+    fd = drunfile_open(file, &err);
+    rc = fd < 0 ? -1 : drunfile_import_fd(st, fd, file, name, &vet, &s, &err);
+    if (fd >= 0) {
+        close(fd);
+    }
     store_close(st);
+    policy_unref(p);
     if (rc < 0) {
+        cJSON_Delete(vet.dropped);
         return admin_fail(&err);
     }
     if (a->json) {
-        rc = admin_print_json(snap_json(&s));
+        cJSON *o = snap_json(&s);
+        cJSON_AddItemToObject(o, "dropped_overlays", vet.dropped);
+        cJSON_AddNumberToObject(o, "dropped_overlays_total", (double)vet.total);
+        rc = admin_print_json(o);
     } else {
-        printf("imported snapshot '%s' from '%s': %lld checkpoints\n", s.name, file,
-               (long long)s.checkpoints);
+        printf("imported snapshot '%s' from '%s': %lld checkpoints\n", admin_text(s.name),
+               admin_text(file), (long long)s.checkpoints);
+        admin_vet_print(&vet);
     }
     store_snapshot_release(&s);
     return rc;

@@ -305,6 +305,7 @@ main(int argc, char **argv)
         store_close(st);
         return 1;
     }
+    register_own_files(policy, config_path, db);
     env.store = st;
     env.db_path = db;
     env.config_path = config_path;

@@ -694,6 +694,22 @@ int store_snapshot_restore(struct store *st, const char *name, int64_t head, pid
                            int64_t owner_start, struct store_session *out, struct err *err);
 
 /*
+ * Judges one overlay (workspace key -> host directory) a snapshot brings in: 1 keeps it,
+ * 0 drops it. The store knows no policy; the caller's function does.
+ */
+typedef int (*store_overlay_keep_fn)(void *ctx, const char *key, const char *host_path);
+
+/*
+ * Runs every overlay of snapshot `name` (or of session `session_id`) through keep and
+ * deletes those it drops, in one transaction (or the caller's bracket). Memory does not
+ * grow with the number of overlays: the dropped keys wait in a temp table.
+ */
+int store_snapshot_overlays_filter(struct store *st, const char *name, store_overlay_keep_fn keep,
+                                   void *ctx, struct err *err);
+int store_session_overlays_filter(struct store *st, const char *session_id,
+                                  store_overlay_keep_fn keep, void *ctx, struct err *err);
+
+/*
  * Writes snapshot `name` to a new standalone drun database at `path` (which must not
  * exist: ERR_EXISTS), with only the blobs it refers to: manifests, outputs, every
  * blob the manifests list (read through `refs`, as store_gc does) and the base chain
@@ -713,6 +729,11 @@ int store_snapshot_export(struct store *st, const char *name, const char *path,
 int store_snapshot_import(struct store *st, const char *path, const char *name,
                           store_manifest_refs_fn refs, void *refs_ctx, struct store_snapshot *out,
                           struct err *err);
+/* The same, opening `path` (e.g. /proc/self/fd/N of a file already open) while messages
+ * name `shown`, the path the user gave. */
+int store_snapshot_import_as(struct store *st, const char *path, const char *shown,
+                             const char *name, store_manifest_refs_fn refs, void *refs_ctx,
+                             struct store_snapshot *out, struct err *err);
 
 /*
  * Snapshots built from plain values (the original drun's .drun files, decoded above

@@ -740,7 +740,7 @@ out:
 /* ---- export -------------------------------------------------------------------------- */
 
 static int
-attach(struct store *st, const char *path, struct err *err)
+attach(struct store *st, const char *path, const char *shown, struct err *err)
 {
     sqlite3_stmt *s = NULL;
 
@@ -754,7 +754,7 @@ attach(struct store *st, const char *path, struct err *err)
     }
     store_bind_text(s, 1, path);
     if (done(st, s, "open the snapshot file", err) < 0) {
-        err_wrap(err, "'%s'", path);
+        err_wrap(err, "'%s'", shown);
         return -1;
     }
     return 0;
@@ -831,7 +831,7 @@ store_snapshot_export(struct store *st, const char *name, const char *path,
         goto out;
     }
     store_close(fresh);
-    if (attach(st, tmp.data, err) < 0) {
+    if (attach(st, tmp.data, tmp.data, err) < 0) {
         goto out;
     }
     attached = 1;
@@ -938,16 +938,23 @@ check_file(struct store *st, const char *path, struct err *err)
     return 0;
 }
 
-/* Reads back every blob listed in temp.imp_new through the full check. */
+/*
+ * Reads back every blob listed in temp.imp_new through the full check, streaming each
+ * to /dev/null: a blob whose row claims a gigabyte behind a few compressed bytes costs
+ * 256 KiB pieces, never its declared size in memory (store_blob_write_fd).
+ */
 static int
 verify_new_blobs(struct store *st, const char *path, struct err *err)
 {
     sqlite3_stmt *s = NULL;
-    struct buf bytes;
-    int rc = -1, step;
+    int rc = -1, step, sink;
 
-    buf_init(&bytes, st->blob_max);
+    sink = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (sink < 0) {
+        return err_set(err, ERR_IO, "cannot open /dev/null: %s", strerror(errno));
+    }
     if (prep(st, "SELECT hash FROM temp.imp_new", &s, err) < 0) {
+        close(sink);
         return -1;
     }
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -957,8 +964,7 @@ verify_new_blobs(struct store *st, const char *path, struct err *err)
             goto out;
         }
         memcpy(h, sqlite3_column_blob(s, 0), HASH_LEN);
-        buf_reset(&bytes);
-        if (store_blob_read(st, h, &bytes, err) < 0) {
+        if (store_blob_write_fd(st, h, sink, err) < 0) {
             err_wrap(err, "snapshot file '%s'", path);
             if (err->code == ERR_NOTFOUND) {
                 err->code = ERR_CORRUPT;
@@ -973,7 +979,7 @@ verify_new_blobs(struct store *st, const char *path, struct err *err)
     rc = 0;
 out:
     sqlite3_finalize(s);
-    buf_release(&bytes);
+    close(sink);
     return rc;
 }
 
@@ -981,6 +987,14 @@ int
 store_snapshot_import(struct store *st, const char *path, const char *name,
                       store_manifest_refs_fn refs, void *refs_ctx, struct store_snapshot *out,
                       struct err *err)
+{
+    return store_snapshot_import_as(st, path, path, name, refs, refs_ctx, out, err);
+}
+
+int
+store_snapshot_import_as(struct store *st, const char *path, const char *shown, const char *name,
+                         store_manifest_refs_fn refs, void *refs_ctx, struct store_snapshot *out,
+                         struct err *err)
 {
     struct store_snapshot file_snap;
     struct stat sb;
@@ -1007,26 +1021,26 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
     /* ATTACH would create a missing file: refuse that first. */
     if (stat(path, &sb) < 0) {
         return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
-                       "cannot read snapshot file '%s': %s", path, strerror(errno));
+                       "cannot read snapshot file '%s': %s", shown, strerror(errno));
     }
     if (!S_ISREG(sb.st_mode)) {
-        return err_set(err, ERR_INVAL, "snapshot file '%s' is not a regular file", path);
+        return err_set(err, ERR_INVAL, "snapshot file '%s' is not a regular file", shown);
     }
     if (name != NULL && store_snapshot_name_check(name, err) < 0) {
         return -1;
     }
-    if (attach(st, path, err) < 0) {
+    if (attach(st, path, shown, err) < 0) {
         return -1;
     }
     attached = 1;
-    if (check_file(st, path, err) < 0 ||
+    if (check_file(st, shown, err) < 0 ||
         snapshot_get_in(st, "snapfile", NULL, &file_snap, err) < 0) {
         goto out;
     }
     if (name == NULL) {
         name = file_snap.name;
         if (store_snapshot_name_check(name, err) < 0) {
-            err_wrap(err, "snapshot file '%s'", path);
+            err_wrap(err, "snapshot file '%s'", shown);
             goto out;
         }
     }
@@ -1055,7 +1069,7 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
         err_set(err, ERR_CORRUPT,
                 "snapshot file '%s' is incomplete: %lld delta blobs lack their base; export it "
                 "again",
-                path, (long long)missing);
+                shown, (long long)missing);
         goto out;
     }
     if (store_exec(st,
@@ -1063,7 +1077,7 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
                    "SELECT hash, size, codec, data, base, depth FROM snapfile.blobs "
                    "WHERE hash IN (SELECT hash FROM temp.imp_new) ORDER BY depth",
                    err) < 0 ||
-        verify_new_blobs(st, path, err) < 0) {
+        verify_new_blobs(st, shown, err) < 0) {
         goto out;
     }
     /* Rows, under a new snapshot id. */
@@ -1096,7 +1110,7 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
         err_set(err, ERR_CORRUPT,
                 "snapshot file '%s' is incomplete: a checkpoint's manifest or output blob is "
                 "missing; export it again",
-                path);
+                shown);
         goto out;
     }
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
@@ -1117,13 +1131,13 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
     }
     if (!live) {
         err_set(err, ERR_CORRUPT,
-                "snapshot file '%s' is damaged: its head %lld is not a live checkpoint", path,
+                "snapshot file '%s' is damaged: its head %lld is not a live checkpoint", shown,
                 (long long)file_snap.head);
         goto out;
     }
     /* Every blob a manifest lists must now be here. */
     if (collect_refs(st, "main", new_id, refs, refs_ctx, 0, err) < 0) {
-        err_wrap(err, "snapshot file '%s'", path);
+        err_wrap(err, "snapshot file '%s'", shown);
         if (err->code == ERR_NOTFOUND) {
             err->code = ERR_CORRUPT;
         }
@@ -1139,7 +1153,7 @@ store_snapshot_import(struct store *st, const char *path, const char *name,
         err_set(err, ERR_CORRUPT,
                 "snapshot file '%s' is incomplete: %lld file blobs its manifests list are "
                 "missing; export it again",
-                path, (long long)missing);
+                shown, (long long)missing);
         goto out;
     }
     if (out != NULL && snapshot_get_in(st, "main", name, out, err) < 0) {
@@ -1156,4 +1170,99 @@ out:
     }
     store_snapshot_release(&file_snap);
     return rc;
+}
+
+/* ---- overlays re-checked --------------------------------------------------------------- */
+
+/* Runs the overlays `sel` lists (bound to owner) through keep; deletes the dropped ones. */
+static int
+overlays_filter(struct store *st, const char *sel, const char *del, int64_t owner_i,
+                const char *owner_s, store_overlay_keep_fn keep, void *ctx, struct err *err)
+{
+    sqlite3_stmt *s = NULL, *ins = NULL;
+    int own = 0, rc = -1, step;
+
+    if (store_tx_begin(st, &own, err) < 0) {
+        return -1;
+    }
+    if (store_exec(st, "CREATE TEMP TABLE IF NOT EXISTS ov_drop (key TEXT PRIMARY KEY)", err) < 0 ||
+        store_exec(st, "DELETE FROM temp.ov_drop", err) < 0 || prep(st, sel, &s, err) < 0 ||
+        prep(st, "INSERT OR IGNORE INTO temp.ov_drop (key) VALUES (?1)", &ins, err) < 0) {
+        goto out;
+    }
+    if (owner_s != NULL) {
+        store_bind_text(s, 1, owner_s);
+    } else {
+        sqlite3_bind_int64(s, 1, owner_i);
+    }
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(s, 0);
+        const char *host = (const char *)sqlite3_column_text(s, 1);
+        if (keep(ctx, key ? key : "", host ? host : "")) {
+            continue;
+        }
+        sqlite3_reset(ins);
+        store_bind_text(ins, 1, key ? key : "");
+        if ((step = sqlite3_step(ins)) != SQLITE_DONE) {
+            store_sqlerr(st, step, "note a dropped overlay", err);
+            goto out;
+        }
+    }
+    if (step != SQLITE_DONE) {
+        store_sqlerr(st, step, "read the overlays", err);
+        goto out;
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    if (prep(st, del, &s, err) < 0) {
+        goto out;
+    }
+    if (owner_s != NULL) {
+        store_bind_text(s, 1, owner_s);
+    } else {
+        sqlite3_bind_int64(s, 1, owner_i);
+    }
+    if (done(st, s, "drop refused overlays", err) < 0) {
+        s = NULL;
+        goto out;
+    }
+    s = NULL;
+    rc = store_exec(st, "DELETE FROM temp.ov_drop", err);
+out:
+    sqlite3_finalize(s);
+    sqlite3_finalize(ins);
+    return store_tx_end(st, own, rc, err);
+}
+
+int
+store_snapshot_overlays_filter(struct store *st, const char *name, store_overlay_keep_fn keep,
+                               void *ctx, struct err *err)
+{
+    struct store_snapshot snap;
+    int rc;
+
+    memset(&snap, 0, sizeof(snap));
+    if (store_snapshot_get(st, name, &snap, err) < 0) {
+        return -1;
+    }
+    rc = overlays_filter(st,
+                         "SELECT key, host_path FROM snapshot_overlays WHERE snapshot_id = ?1 "
+                         "ORDER BY key",
+                         "DELETE FROM snapshot_overlays WHERE snapshot_id = ?1 AND key IN "
+                         "(SELECT key FROM temp.ov_drop)",
+                         snap.id, NULL, keep, ctx, err);
+    store_snapshot_release(&snap);
+    return rc;
+}
+
+int
+store_session_overlays_filter(struct store *st, const char *session_id, store_overlay_keep_fn keep,
+                              void *ctx, struct err *err)
+{
+    return overlays_filter(st,
+                           "SELECT key, host_path FROM session_overlays WHERE session_id = ?1 "
+                           "ORDER BY key",
+                           "DELETE FROM session_overlays WHERE session_id = ?1 AND key IN "
+                           "(SELECT key FROM temp.ov_drop)",
+                           0, session_id, keep, ctx, err);
 }

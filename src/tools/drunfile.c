@@ -14,11 +14,13 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host/host.h"
 #include "util/mem.h"
 #include "util/timeutil.h"
 #include "workspace/workspace.h"
@@ -30,28 +32,108 @@ drunfile_is_drun(const void *data, size_t len)
 }
 
 int
-drunfile_read(const char *path, struct buf *out, struct err *err)
+drunfile_read_fd(int fd, const char *path, struct buf *out, struct err *err)
 {
     char chunk[65536];
     ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-    if (fd < 0) {
-        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "cannot read '%s': %s", path,
-                       strerror(errno));
-    }
     while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
         if (buf_append(out, chunk, (size_t)n) < 0) {
-            close(fd);
+            if (out->failed == ERR_TOOBIG) {
+                return err_set(err, ERR_TOOBIG,
+                               "snapshot file '%.200s' is larger than %zu MiB, the most drun "
+                               "imports",
+                               path, DRUNFILE_MAX >> 20);
+            }
             return buf_err(out, path, err);
         }
     }
     if (n < 0) {
-        int e = errno;
-        close(fd);
-        return err_set(err, ERR_IO, "cannot read '%s': %s", path, strerror(e));
+        return err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno));
     }
-    close(fd);
+    return 0;
+}
+
+int
+drunfile_open(const char *path, struct err *err)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+    if (fd < 0) {
+        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
+                       "cannot read snapshot file '%.200s': %s", path, strerror(errno));
+    }
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
+    }
+    return fd;
+}
+
+/* ---- overlays ------------------------------------------------------------------------- */
+
+int
+drunfile_overlay_keep(void *ctx, const char *key, const char *host_path)
+{
+    struct drunfile_vet *vet = ctx;
+    struct err err;
+    cJSON *o;
+
+    if (host_check_overlay(vet->p, key, host_path, &err) == 0) {
+        return 1;
+    }
+    vet->total++;
+    if (vet->dropped != NULL && (size_t)cJSON_GetArraySize(vet->dropped) < DRUNFILE_DROPPED_MAX &&
+        (o = cJSON_CreateObject()) != NULL) {
+        cJSON_AddStringToObject(o, "key", key);
+        cJSON_AddStringToObject(o, "host_path", host_path);
+        cJSON_AddStringToObject(o, "reason", err.msg);
+        cJSON_AddItemToArray(vet->dropped, o);
+    }
+    return 0;
+}
+
+/* ---- the budget ----------------------------------------------------------------------- */
+
+/*
+ * Counts, on the JSON text, an upper bound of the nodes cJSON would allocate (one per
+ * array or object, and one per member: commas + 1 per container) and the deepest
+ * nesting, refusing past DRUNFILE_VALUES_MAX or DRUNFILE_DEPTH_MAX before any node
+ * exists. Strings are skipped with their escapes; the text's validity is cJSON's job.
+ */
+static int
+json_budget(const char *text, size_t len, struct err *err)
+{
+    size_t values = 1, depth = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (c == '"') {
+            for (i++; i < len && text[i] != '"'; i++) {
+                i += text[i] == '\\';
+            }
+        } else if (c == '{' || c == '[') {
+            values++;
+            if (++depth > DRUNFILE_DEPTH_MAX) {
+                return err_set(err, ERR_TOOBIG,
+                               "not a valid .drun snapshot: its JSON nests deeper than %d levels",
+                               DRUNFILE_DEPTH_MAX);
+            }
+        } else if (c == '}' || c == ']') {
+            depth -= depth > 0;
+        } else if (c == ',') {
+            values++;
+        } else {
+            continue;
+        }
+        if (values > DRUNFILE_VALUES_MAX) {
+            return err_set(err, ERR_TOOBIG,
+                           "the .drun snapshot holds more than %d JSON values, the most drun "
+                           "imports; split the session's history before exporting it",
+                           DRUNFILE_VALUES_MAX);
+        }
+    }
     return 0;
 }
 
@@ -145,7 +227,7 @@ put_text(struct store *st, const char *text, uint8_t hash[HASH_LEN], int64_t *by
 
 static int
 import_json(struct store *st, const cJSON *root, const char *name, const char *source,
-            struct store_snapshot *out, struct err *err)
+            struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
 {
     const cJSON *blobs, *cps, *chat, *head, *v, *item;
     uint8_t(*hashes)[HASH_LEN] = NULL;
@@ -182,6 +264,11 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
     nchat = (size_t)cJSON_GetArraySize(chat);
     if (ncps == 0) {
         return err_set(err, ERR_CORRUPT, "not a valid .drun snapshot: it has no checkpoints");
+    }
+    if (ncps > DRUNFILE_CHECKPOINTS_MAX) {
+        return err_set(err, ERR_TOOBIG,
+                       "the .drun snapshot has %zu checkpoints, more than the %d drun imports",
+                       ncps, DRUNFILE_CHECKPOINTS_MAX);
     }
     hashes = mem_calloc(nblobs ? nblobs : 1, sizeof(*hashes));
     sizes = mem_calloc(nblobs ? nblobs : 1, sizeof(*sizes));
@@ -379,13 +466,18 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
     v = cJSON_GetObjectItemCaseSensitive(root, "overlays");
     if (cJSON_IsObject(v)) {
         const cJSON *o;
-        novs = (size_t)cJSON_GetArraySize(v);
-        ovs = mem_calloc(novs ? novs : 1, sizeof(*ovs));
+        size_t nall = (size_t)cJSON_GetArraySize(v);
+        if (nall > DRUNFILE_OVERLAYS_MAX) {
+            err_set(err, ERR_TOOBIG,
+                    "the .drun snapshot has %zu overlays, more than the %d drun imports", nall,
+                    DRUNFILE_OVERLAYS_MAX);
+            goto fail;
+        }
+        ovs = mem_calloc(nall ? nall : 1, sizeof(*ovs));
         if (ovs == NULL) {
             err_set(err, ERR_NOMEM, "cannot import the .drun snapshot: out of memory");
             goto fail;
         }
-        i = 0;
         cJSON_ArrayForEach(o, v)
         {
             if (!cJSON_IsString(o)) {
@@ -395,9 +487,13 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
                         o->string);
                 goto fail;
             }
-            ovs[i].key = o->string;
-            ovs[i].host_path = o->valuestring;
-            i++;
+            /* A snapshot never brings in a host path session_mount would refuse now. */
+            if (vet != NULL && !drunfile_overlay_keep(vet, o->string, o->valuestring)) {
+                continue;
+            }
+            ovs[novs].key = o->string;
+            ovs[novs].host_path = o->valuestring;
+            novs++;
         }
     }
     if (opt_str(root, "label", &req.label, "the snapshot", err) < 0) {
@@ -449,9 +545,10 @@ out:
     return rc;
 }
 
-int
-drunfile_import(struct store *st, const void *data, size_t len, const char *name,
-                const char *source, struct store_snapshot *out, struct err *err)
+/* Unpacks, checks the budget, parses and imports; json is released before the import. */
+static int
+import_packed(struct store *st, const void *data, size_t len, const char *name, const char *source,
+              struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
 {
     struct buf json;
     cJSON *root;
@@ -466,16 +563,34 @@ drunfile_import(struct store *st, const void *data, size_t len, const char *name
     buf_init(&json, DRUNFILE_JSON_MAX);
     if (store_drun_unpack(data, len, &json, err) < 0) {
         buf_release(&json);
+        if (err->code == ERR_TOOBIG) {
+            return err_set(err, ERR_TOOBIG,
+                           "the .drun snapshot expands to more than %zu MiB of JSON, the most "
+                           "drun imports; nothing was stored",
+                           DRUNFILE_JSON_MAX >> 20);
+        }
         return -1;
+    }
+    if (json_budget(json.data ? json.data : "", json.len, err) < 0) {
+        buf_release(&json);
+        return err_wrap(err, "nothing was stored");
     }
     root = cJSON_ParseWithLength(json.data ? json.data : "", json.len);
     buf_release(&json);
     if (root == NULL) {
         return err_set(err, ERR_CORRUPT, "not a valid .drun snapshot: its JSON does not parse");
     }
-    rc = import_json(st, root, name, source, out, err);
+    rc = import_json(st, root, name, source, vet, out, err);
     cJSON_Delete(root);
     return rc;
+}
+
+int
+drunfile_import(struct store *st, const void *data, size_t len, const char *name,
+                const char *source, struct drunfile_vet *vet, struct store_snapshot *out,
+                struct err *err)
+{
+    return import_packed(st, data, len, name, source, vet, out, err);
 }
 
 /* ---- importing a snapshot file of either kind ------------------------------------------ */
@@ -515,44 +630,112 @@ fresh_name(const char *path, char *out, size_t size)
     out[k] = '\0';
 }
 
-int
-drunfile_import_path(struct store *st, const char *path, const char *name,
-                     struct store_snapshot *out, struct err *err)
+/*
+ * Copies regular file fd (sb: its fstat) to a new private file beside the database,
+ * named into tmp: at most DRUNFILE_EXPORT_MAX bytes, with memory for one chunk.
+ */
+static int
+copy_private(struct store *st, int fd, const char *path, const struct stat *sb, char *tmp,
+             size_t size, struct err *err)
 {
-    char fresh[STORE_SNAPSHOT_NAME_MAX + 1], head[4] = {0};
+    static unsigned seq;
+    char chunk[65536];
+    off_t total = 0;
+    ssize_t n;
+    int out;
+
+    if (sb->st_size > DRUNFILE_EXPORT_MAX) {
+        return err_set(err, ERR_TOOBIG,
+                       "snapshot file '%.200s' is larger than %lld GiB, the most drun imports",
+                       path, (long long)(DRUNFILE_EXPORT_MAX >> 30));
+    }
+    if ((size_t)snprintf(tmp, size, "%s-import-%d-%u", store_path(st), (int)getpid(), seq++) >=
+        size) {
+        return err_set(err, ERR_TOOBIG, "the database path is too long");
+    }
+    out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) {
+        return err_set(err, ERR_IO, "cannot create '%.200s': %s", tmp, strerror(errno));
+    }
+    while ((n = pread(fd, chunk, sizeof(chunk), total)) > 0) {
+        if ((total += n) > DRUNFILE_EXPORT_MAX) {
+            err_set(err, ERR_TOOBIG, "snapshot file '%.200s' grew past %lld GiB while read", path,
+                    (long long)(DRUNFILE_EXPORT_MAX >> 30));
+            goto fail;
+        }
+        for (ssize_t done = 0, w; done < n; done += w) {
+            w = write(out, chunk + done, (size_t)(n - done));
+            if (w < 0) {
+                err_set(err, ERR_IO, "cannot write '%.200s': %s", tmp, strerror(errno));
+                goto fail;
+            }
+        }
+    }
+    if (n < 0) {
+        err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno));
+        goto fail;
+    }
+    if (close(out) < 0) {
+        out = -1;
+        err_set(err, ERR_IO, "cannot write '%.200s': %s", tmp, strerror(errno));
+        goto fail;
+    }
+    return 0;
+fail:
+    if (out >= 0) {
+        close(out);
+    }
+    unlink(tmp);
+    return -1;
+}
+
+int
+drunfile_import_fd(struct store *st, int fd, const char *path, const char *name,
+                   struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
+{
+    char fresh[STORE_SNAPSHOT_NAME_MAX + 1], head[4] = {0}, tmp[PATH_MAX];
     struct stat sb;
     struct buf data;
     ssize_t got;
-    int fd, rc;
+    int rc;
 
-    /* Only regular files are opened: opening a device or a FIFO can have effects. */
-    if (stat(path, &sb) < 0) {
-        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
-                       "cannot read snapshot file '%.200s': %s", path, strerror(errno));
+    if (out != NULL) {
+        memset(out, 0, sizeof(*out));
     }
-    if (!S_ISREG(sb.st_mode)) {
+    /* Only a regular file is read: a device or a FIFO can block or have effects. */
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
     }
-    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        return err_set(err, ERR_IO, "cannot read snapshot file '%.200s': %s", path,
-                       strerror(errno));
-    }
-    got = read(fd, head, sizeof(head));
-    close(fd);
+    got = pread(fd, head, sizeof(head), 0);
     fresh_name(path, fresh, sizeof(fresh));
     if (got == 4 && drunfile_is_drun(head, 4)) {
         buf_init(&data, DRUNFILE_MAX);
-        rc = drunfile_read(path, &data, err);
+        rc = lseek(fd, 0, SEEK_SET) < 0
+                 ? err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno))
+                 : drunfile_read_fd(fd, path, &data, err);
         if (rc == 0) {
-            rc = drunfile_import(st, data.data, data.len, name ? name : fresh, fresh, out, err);
+            rc = import_packed(st, data.data, data.len, name ? name : fresh, fresh, vet, out, err);
         }
         buf_release(&data);
         return rc;
     }
-    rc = store_snapshot_import(st, path, name, ws_manifest_refs, NULL, out, err);
+    /* SQLite opens files by name, and would resolve /proc/self/fd/N back to the path: so
+     * the bytes fd holds are copied to a private file beside the database (0600, O_EXCL)
+     * and that copy is imported, then removed. */
+    if (copy_private(st, fd, path, &sb, tmp, sizeof(tmp), err) < 0) {
+        return -1;
+    }
+    rc = store_snapshot_import_as(st, tmp, path, name, ws_manifest_refs, NULL, out, err);
     if (rc < 0 && name == NULL && err->code == ERR_EXISTS) {
-        rc = store_snapshot_import(st, path, fresh, ws_manifest_refs, NULL, out, err);
+        rc = store_snapshot_import_as(st, tmp, path, fresh, ws_manifest_refs, NULL, out, err);
+    }
+    unlink(tmp);
+    if (rc == 0 &&
+        store_snapshot_overlays_filter(st, out->name, drunfile_overlay_keep, vet, err) < 0) {
+        struct err derr;
+        store_snapshot_delete(st, out->name, &derr);
+        store_snapshot_release(out);
+        return -1;
     }
     return rc;
 }

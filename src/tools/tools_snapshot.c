@@ -625,14 +625,20 @@ fail:
  * The read door for session_restore's path (the reference reads any host path: its
  * section 14, item 18). A snapshot file is read from under snapshots_dir, or through the
  * same door as session_mount (mount_allowlist after resolving links): restore never reads
- * what a mount could not. The resolved path goes to out.
+ * what a mount could not. The check answers for one moment, so the file is then opened
+ * once by host_open_snapshot_file (no link followed anywhere on the way, O_NOFOLLOW |
+ * O_NONBLOCK, fstat must say regular file): a path a sandbox swaps for a FIFO or a link
+ * between the check and the open is refused instead of blocking the daemon in open() or
+ * leading elsewhere. Only that fd is read afterwards. Returns the fd; the resolved path
+ * goes to shown.
  */
 static int
-restore_path_check(const struct policy *p, const char *path, char *out, size_t size,
-                   struct err *err)
+restore_open(const struct policy *p, const char *path, char *shown, size_t size, struct err *err)
 {
     struct policy_hostpath hp;
     char real[PATH_MAX], root[PATH_MAX];
+    struct stat sb;
+    int admitted = 0;
     size_t n;
 
     if (path[0] != '/') {
@@ -644,28 +650,38 @@ restore_path_check(const struct policy *p, const char *path, char *out, size_t s
     if (realpath(path, real) != NULL && p->snapshots_dir != NULL &&
         realpath(p->snapshots_dir, root) != NULL) {
         n = strlen(root);
-        if (strncmp(real, root, n) == 0 && (real[n] == '/' || (n == 1 && root[0] == '/'))) {
-            snprintf(out, size, "%s", real);
-            return 0;
-        }
+        admitted = (n == 1 && root[0] == '/') || (strncmp(real, root, n) == 0 && real[n] == '/');
     }
-    if (host_check(p, path, POLICY_DOOR_MOUNT, &hp, err) < 0) {
-        if (err->code == ERR_DENIED) {
-            return err_set(err, ERR_DENIED,
-                           "reading '%.200s' is not permitted; snapshot files are read from "
-                           "snapshots_dir ('%.200s') or a mount_allowlist path",
-                           path, p->snapshots_dir ? p->snapshots_dir : "");
+    if (!admitted) {
+        if (policy_hostpath_check(p, path, POLICY_DOOR_MOUNT, &hp, err) < 0) {
+            if (err->code == ERR_DENIED) {
+                return err_set(err, ERR_DENIED,
+                               "reading '%.200s' is not permitted; snapshot files are read from "
+                               "snapshots_dir ('%.200s') or a mount_allowlist path",
+                               path, p->snapshots_dir ? p->snapshots_dir : "");
+            }
+            return -1;
         }
-        return -1;
+        /* The rest of the read door (/proc, /sys, /dev, drun's own files), in its words:
+         * a workspace is in the runtime directory, so a file an agent wrote there is
+         * never read back as a snapshot. */
+        if (host_check(p, path, POLICY_DOOR_MOUNT, &hp, err) < 0) {
+            return -1;
+        }
+        snprintf(real, sizeof(real), "%s", hp.resolved);
     }
-    snprintf(out, size, "%s", hp.resolved);
-    return 0;
+    snprintf(shown, size, "%s", real);
+    return host_open_snapshot_file(real, &sb, err);
 }
 
-/* Restores snapshot `name` as a session claimed by m's process, under max_sessions. */
+/*
+ * Restores snapshot `name` as a session claimed by m's process, under max_sessions, its
+ * overlays judged again by vet under the policy in force now (a DB snapshot may have been
+ * taken under a wider one), all in one transaction.
+ */
 static int
-restore_claimed(struct session_mgr *m, const char *name, struct store_session *out,
-                struct session_err *e)
+restore_claimed(struct session_mgr *m, const char *name, struct drunfile_vet *vet,
+                struct store_session *out, struct session_err *e)
 {
     struct store *st = session_mgr_store(m);
     const struct session_limits *lim = session_mgr_limits(m);
@@ -696,11 +712,32 @@ restore_claimed(struct session_mgr *m, const char *name, struct store_session *o
         }
         return session_fail_err(e, SESSION_E_OTHER, &e->base);
     }
+    if (store_session_overlays_filter(st, out->id, drunfile_overlay_keep, vet, &e->base) < 0) {
+        store_rollback(st);
+        store_session_release(out);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
     if (store_commit(st, &e->base) < 0) {
         store_session_release(out);
         return session_fail_err(e, SESSION_E_OTHER, &e->base);
     }
     return 0;
+}
+
+/* The import's error code for the agent: a bad or hostile file is a bad argument. */
+static const char *
+import_code(const struct err *err)
+{
+    switch (err->code) {
+    case ERR_DENIED:
+        return "snapshot_denied";
+    case ERR_NOTFOUND:
+    case ERR_INVAL:
+    case ERR_TOOBIG: /* past an import cap: a smaller file would do */
+        return TOOL_ERR_INVALID_ARGUMENTS;
+    default:
+        return TOOL_ERR_INTERNAL;
+    }
 }
 
 static void
@@ -716,10 +753,13 @@ do_session_restore(struct tool_call *call)
     struct session *s = NULL;
     struct session_err e;
     struct session_delta d = {0, 0, 0, 0, 0};
+    struct policy *p = NULL;
+    struct drunfile_vet vet;
     struct err err;
-    int imported = 0;
+    int imported = 0, fd;
     cJSON *st;
 
+    memset(&vet, 0, sizeof(vet));
     if ((name == NULL) == (path == NULL)) {
         tool_call_done_error(call, TOOL_ERR_INVALID_ARGUMENTS,
                              "give exactly one of 'name' (a snapshot in the database) or 'path' "
@@ -731,43 +771,43 @@ do_session_restore(struct tool_call *call)
     if (m == NULL) {
         return;
     }
+    if (name != NULL && store_snapshot_name_check(name, &err) < 0) {
+        tool_call_done_err(call, TOOL_ERR_INVALID_ARGUMENTS, &err);
+        return;
+    }
+    if (tools_policy(call, &p) < 0) {
+        return;
+    }
+    vet.p = p;
+    vet.dropped = cJSON_CreateArray();
+    if (vet.dropped == NULL) {
+        policy_unref(p);
+        tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+        return;
+    }
     if (name != NULL) {
-        if (store_snapshot_name_check(name, &err) < 0) {
-            tool_call_done_err(call, TOOL_ERR_INVALID_ARGUMENTS, &err);
-            return;
-        }
         snprintf(snap, sizeof(snap), "%s", name);
     } else {
-        struct policy *p = NULL;
-        if (tools_policy(call, &p) < 0) {
-            return;
-        }
-        if (restore_path_check(p, path, real, sizeof(real), &err) < 0) {
-            policy_unref(p);
-            tool_call_done_err(
-                call, err.code == ERR_DENIED ? "snapshot_denied" : TOOL_ERR_INVALID_ARGUMENTS,
-                &err);
-            return;
-        }
-        policy_unref(p);
-        path = real;
         struct store_snapshot got;
-        memset(&got, 0, sizeof(got));
-        if (drunfile_import_path(env->store, path, NULL, &got, &err) < 0) {
-            /* The message names the file and what is wrong with it. */
-            tool_call_done_err(call,
-                               err.code == ERR_NOTFOUND || err.code == ERR_INVAL
-                                   ? TOOL_ERR_INVALID_ARGUMENTS
-                                   : TOOL_ERR_INTERNAL,
-                               &err);
-            return;
+        fd = restore_open(p, path, real, sizeof(real), &err);
+        if (fd < 0) {
+            tool_call_done_err(call, import_code(&err), &err);
+            goto out;
         }
+        memset(&got, 0, sizeof(got));
+        /* The message names the file and what is wrong with it. */
+        if (drunfile_import_fd(env->store, fd, real, NULL, &vet, &got, &err) < 0) {
+            close(fd);
+            tool_call_done_err(call, import_code(&err), &err);
+            goto out;
+        }
+        close(fd);
         snprintf(snap, sizeof(snap), "%s", got.name);
         store_snapshot_release(&got);
         imported = 1;
     }
     memset(&ss, 0, sizeof(ss));
-    if (restore_claimed(m, snap, &ss, &e) < 0) {
+    if (restore_claimed(m, snap, &vet, &ss, &e) < 0) {
         goto fail;
     }
     if (session_attach(m, ss.id, &s, &e) < 0) {
@@ -777,16 +817,23 @@ do_session_restore(struct tool_call *call)
     store_session_release(&ss);
     snprintf(env->session_id, sizeof(env->session_id), "%s", session_id(s));
     tool_call_set_session(call, session_id(s));
-    tool_call_set_summary(call, "restored '%s' as %s", snap, session_id(s));
+    tool_call_set_summary(call, "restored '%s' as %s%s", snap, session_id(s),
+                          vet.total ? ", overlays dropped" : "");
     st = tsess_state(s, &d, &e);
     if (st == NULL) {
         tsess_fail(call, &e);
-        return;
+        goto out;
     }
     cJSON_AddStringToObject(st, "snapshot_name", snap);
+    if (vet.total > 0) {
+        /* Overlays the current policy refuses are never bound; the agent is told which. */
+        cJSON_AddItemToObject(st, "dropped_overlays", vet.dropped);
+        cJSON_AddNumberToObject(st, "dropped_overlays_total", (double)vet.total);
+        vet.dropped = NULL;
+    }
     tool_call_done_json(call, st);
     tools_bash_prewarm(env, s, NULL); /* the answer is out: prepare its first sandbox */
-    return;
+    goto out;
 fail:
     if (imported) {
         struct err derr;
@@ -797,6 +844,9 @@ fail:
         store_set_nowait(env->store, nowait);
     }
     tsess_fail(call, &e);
+out:
+    cJSON_Delete(vet.dropped);
+    policy_unref(p);
 }
 
 /* ---- session_close's snapshot_on_close ----------------------------------------------- */

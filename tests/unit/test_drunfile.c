@@ -10,6 +10,9 @@
 #include <sqlite3.h>
 #include <zstd.h>
 
+#include <cJSON.h>
+
+#include "policy/policy.h"
 #include "store/store.h"
 #include "tools/drunfile.h"
 #include "util/mem.h"
@@ -78,7 +81,7 @@ TEST(drun_file_imports)
     pack(GOOD_JSON, 0, &file);
     CHECK_OK(store_open(test_path("d.db"), NULL, &st, &err), &err);
     CHECK(drunfile_is_drun(file.data, file.len));
-    CHECK_OK(drunfile_import(st, file.data, file.len, "legacy", "a1b2c", &snap, &err), &err);
+    CHECK_OK(drunfile_import(st, file.data, file.len, "legacy", "a1b2c", NULL, &snap, &err), &err);
     CHECK_EQ_INT(snap.head, 2);
     CHECK_EQ_INT(snap.checkpoints, 3);
     CHECK_EQ_STR(snap.label, "legacy");
@@ -170,7 +173,7 @@ TEST(drun_file_malformed_refused)
         if (cases[i].bad_magic) {
             file.data[0] = 'X';
         }
-        CHECK_MSG(drunfile_import(st, file.data, file.len, "bad", "x", NULL, &err) < 0,
+        CHECK_MSG(drunfile_import(st, file.data, file.len, "bad", "x", NULL, NULL, &err) < 0,
                   "case %zu was imported", i);
         CHECK_MSG(err.code == ERR_CORRUPT || err.code == ERR_INVAL, "case %zu: code %d", i,
                   err.code);
@@ -182,11 +185,87 @@ TEST(drun_file_malformed_refused)
     }
     /* the unedited file still imports */
     pack(GOOD_JSON, 0, &file);
-    CHECK_OK(drunfile_import(st, file.data, file.len, "good", "x", NULL, &err), &err);
-    CHECK(drunfile_import(st, file.data, file.len, "good", "x", NULL, &err) < 0);
+    CHECK_OK(drunfile_import(st, file.data, file.len, "good", "x", NULL, NULL, &err), &err);
+    CHECK(drunfile_import(st, file.data, file.len, "good", "x", NULL, NULL, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_EXISTS);
     buf_release(&file);
     store_close(st);
 }
 
-TESTS(drun_file_imports, drun_file_malformed_refused)
+/* A .drun JSON with n checkpoints, n_ov overlays on "/" and an extra member nested
+ * `depth` arrays deep. */
+static void
+gen(struct buf *json, size_t n, size_t n_ov, size_t depth)
+{
+    buf_reset(json);
+    buf_puts(json, "{\"checkpoint_idx\":0,\"blobs\":[],\"chat_log\":[],\"x\":");
+    for (size_t i = 0; i < depth; i++) {
+        buf_putc(json, '[');
+    }
+    for (size_t i = 0; i < depth; i++) {
+        buf_putc(json, ']');
+    }
+    buf_puts(json, depth ? ",\"overlays\":{" : "0,\"overlays\":{");
+    for (size_t i = 0; i < n_ov; i++) {
+        buf_printf(json, "%s\"k%zu\":\"/\"", i ? "," : "", i);
+    }
+    buf_puts(json, "},\"checkpoints\":[");
+    for (size_t i = 0; i < n; i++) {
+        buf_printf(json, "%s{\"id\":%zu,\"stdout\":\"\",\"stderr\":\"\",\"files\":{}}",
+                   i ? "," : "", i);
+    }
+    buf_puts(json, "]}");
+    CHECK(!buf_failed(json));
+}
+
+TEST(drun_file_limits_at_and_past_the_edge)
+{
+    struct store *st = NULL;
+    struct buf json, file;
+    struct drunfile_vet vet;
+    struct policy *p = policy_defaults();
+    struct err err;
+
+    CHECK(p != NULL);
+    CHECK_OK(store_open(test_path("d.db"), NULL, &st, &err), &err);
+    buf_init(&json, 64 << 20);
+    buf_init(&file, 64 << 20);
+    /* nesting: the root object is level 1, so 15 arrays inside it reach the cap of 16 */
+    gen(&json, 1, 0, DRUNFILE_DEPTH_MAX - 1);
+    pack(json.data, 0, &file);
+    CHECK_OK(drunfile_import(st, file.data, file.len, "deep-ok", "x", NULL, NULL, &err), &err);
+    gen(&json, 1, 0, DRUNFILE_DEPTH_MAX);
+    pack(json.data, 0, &file);
+    CHECK(drunfile_import(st, file.data, file.len, "deep", "x", NULL, NULL, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "nests deeper than 16 levels") != NULL, "'%s'", err.msg);
+    /* checkpoints */
+    gen(&json, DRUNFILE_CHECKPOINTS_MAX, 0, 0);
+    pack(json.data, 0, &file);
+    CHECK_OK(drunfile_import(st, file.data, file.len, "cps-ok", "x", NULL, NULL, &err), &err);
+    gen(&json, DRUNFILE_CHECKPOINTS_MAX + 1, 0, 0);
+    pack(json.data, 0, &file);
+    CHECK(drunfile_import(st, file.data, file.len, "cps", "x", NULL, NULL, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "10001 checkpoints, more than the 10000") != NULL, "'%s'", err.msg);
+    /* overlays: every one on "/" is dropped, the first 64 listed, all counted */
+    memset(&vet, 0, sizeof(vet));
+    vet.p = p;
+    vet.dropped = cJSON_CreateArray();
+    gen(&json, 1, DRUNFILE_OVERLAYS_MAX, 0);
+    pack(json.data, 0, &file);
+    CHECK_OK(drunfile_import(st, file.data, file.len, "ovs-ok", "x", &vet, NULL, &err), &err);
+    CHECK_EQ_INT(vet.total, DRUNFILE_OVERLAYS_MAX);
+    CHECK_EQ_INT(cJSON_GetArraySize(vet.dropped), DRUNFILE_DROPPED_MAX);
+    CHECK_EQ_INT(count(st, "SELECT count(*) FROM snapshot_overlays"), 0);
+    gen(&json, 1, DRUNFILE_OVERLAYS_MAX + 1, 0);
+    pack(json.data, 0, &file);
+    CHECK(drunfile_import(st, file.data, file.len, "ovs", "x", &vet, NULL, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "10001 overlays, more than the 10000") != NULL, "'%s'", err.msg);
+    CHECK_EQ_INT(count(st, "SELECT count(*) FROM snapshots"), 3);
+    cJSON_Delete(vet.dropped);
+    policy_unref(p);
+    buf_release(&json);
+    buf_release(&file);
+    store_close(st);
+}
+
+TESTS(drun_file_imports, drun_file_malformed_refused, drun_file_limits_at_and_past_the_edge)
