@@ -187,6 +187,8 @@ struct sandbox {
     int child_watch;      /* child_poll initialised */
     int child_gone;       /* the sandbox's pid 1 has exited (or was never seen) */
     uv_pipe_t out_pipe, err_pipe, status_pipe;
+    int status_keep; /* a second read end of the status pipe, closed once bwrap is reaped */
+    int own_pidns;   /* bwrap is pid 1 of its own pid namespace: its pids are not ours */
     uv_timer_t timer;
     int handles;                         /* initialised handles not yet closed */
     int out_open, err_open, status_open; /* still reading */
@@ -1200,10 +1202,11 @@ struct child_plan {
     size_t n_ov;
     int cgroup_fd;
     struct rlimit rl_as, rl_cpu, rl_fsize, rl_core;
-    int drop;     /* become uid/gid (the daemon is root) */
-    uid_t uid;    /* host uid bwrap runs as */
-    gid_t gid;    /* host gid bwrap runs as */
-    pid_t parent; /* the daemon, for the parent-death check */
+    int drop;      /* become uid/gid (the daemon is root) */
+    uid_t uid;     /* host uid bwrap runs as */
+    gid_t gid;     /* host gid bwrap runs as */
+    pid_t parent;  /* the daemon, for the parent-death check */
+    int own_pidns; /* bwrap is pid 1 of a pid namespace of its own (root daemon) */
 };
 
 static void
@@ -1265,7 +1268,7 @@ child_exec(const struct child_plan *cp)
      * change, which clears it. A daemon that died before this line is seen by getppid.
      */
     if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 ||
-        syscall(SYS_getppid) != (long)cp->parent) {
+        (!cp->own_pidns && syscall(SYS_getppid) != (long)cp->parent)) {
         _exit(127);
     }
     /* Move every fd above the targets first so no dup2 clobbers a source. */
@@ -1321,7 +1324,21 @@ child_exec(const struct child_plan *cp)
 static pid_t
 spawn_child(const struct child_plan *cp)
 {
-    pid_t pid = fork();
+    pid_t pid;
+
+    /*
+     * A root daemon starts bwrap as pid 1 of a pid namespace of its own: when bwrap dies
+     * for any reason (the daemon killed with -9 takes it along through PDEATHSIG), the
+     * kernel kills everything in that namespace, including a sandbox pid 1 that bwrap
+     * made but had not yet released from its uid-map handshake (an eventfd wait that no
+     * one would ever end). The raw clone without a new stack behaves as fork.
+     */
+    if (cp->own_pidns) {
+        pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | SIGCHLD), NULL, NULL, NULL,
+                             NULL);
+    } else {
+        pid = fork();
+    }
 
     if (pid == 0) {
         child_exec(cp);
@@ -1330,6 +1347,8 @@ spawn_child(const struct child_plan *cp)
 }
 
 /* ---- event handling --------------------------------------------------------------- */
+
+static void status_release(struct sandbox *sb);
 
 static void
 on_close(uv_handle_t *h)
@@ -1340,6 +1359,9 @@ on_close(uv_handle_t *h)
         close(sb->bwrap_pidfd);
         sb->bwrap_pidfd = -1;
     }
+    if (h == (uv_handle_t *)&sb->exit_poll) {
+        status_release(sb);
+    }
     if (--sb->handles == 0) {
         if (sb->child_pidfd >= 0) {
             close(sb->child_pidfd);
@@ -1348,6 +1370,22 @@ on_close(uv_handle_t *h)
         buf_release(&sb->status);
         mem_free(sb->script);
         mem_free(sb);
+    }
+}
+
+/*
+ * bwrap writes the sandbox's pid to the status pipe after it has made the sandbox's pid 1
+ * and before it lets that pid 1 go on (an eventfd, which has no EOF). Were our read end
+ * closed first (a shutdown closes every handle), that write would kill bwrap with SIGPIPE
+ * right there and leave the pid 1 blocked forever. So a second read end stays open until
+ * bwrap has been reaped.
+ */
+static void
+status_release(struct sandbox *sb)
+{
+    if (sb->status_keep >= 0) {
+        close(sb->status_keep);
+        sb->status_keep = -1;
     }
 }
 
@@ -1629,6 +1667,29 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
 }
 
+/* The host pid of process pid's first child (from /proc), or 0. */
+static pid_t
+only_child(pid_t pid)
+{
+    char path[96], text[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    text[n] = '\0';
+    long c = strtol(text, NULL, 10);
+    return c > 1 && c <= INT_MAX ? (pid_t)c : 0;
+}
+
 static void
 on_child_gone(uv_poll_t *h, int status, int events)
 {
@@ -1660,6 +1721,10 @@ on_status(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         p = strchr(p, ':');
         if (p != NULL) {
             long pid = strtol(p + 1, NULL, 10);
+            if (sb->own_pidns) {
+                /* bwrap counts in its own namespace; ours is its only child. */
+                pid = only_child(sb->bwrap_pid);
+            }
             if (pid > 1 && pid <= INT_MAX) {
                 sb->child_pid = (pid_t)pid;
                 /* A pidfd pins the process: a later kill cannot hit a reused pid. */
@@ -1698,6 +1763,7 @@ on_exit_ready(uv_poll_t *h, int status, int events)
     uv_poll_stop(h);
     sb->exited = 1;
     sb->wait_status = r == sb->bwrap_pid ? st : (255 << 8);
+    status_release(sb);
     /* pid 1 of the namespace is gone with bwrap; the pipes follow. Bound the wait. */
     if (!sb->killing) {
         uv_timer_stop(&sb->timer);
@@ -1787,7 +1853,7 @@ spawn(uv_loop_t *loop, const struct sandbox_spec *spec, int warm, struct sandbox
     if (sb == NULL) {
         return err_set(err, ERR_NOMEM, "out of memory starting the sandbox");
     }
-    sb->bwrap_pidfd = sb->child_pidfd = -1;
+    sb->bwrap_pidfd = sb->child_pidfd = sb->status_keep = -1;
     limits_fill(&sb->lim, &spec->limits);
     if (spec_check(spec, &sb->lim, err) < 0) {
         goto out;
@@ -1882,6 +1948,8 @@ spawn:
         cp.gid = (gid_t)gid;
     }
     cp.parent = getpid();
+    cp.own_pidns = geteuid() == 0;
+    sb->own_pidns = cp.own_pidns;
 
     sb->start_ms = time_mono_ms();
     pid = spawn_child(&cp);
@@ -1936,6 +2004,7 @@ spawn:
     sb->handles = 5;
     uv_pipe_open(&sb->out_pipe, p_out[0]);
     uv_pipe_open(&sb->err_pipe, p_err[0]);
+    sb->status_keep = fcntl(p_st[0], F_DUPFD_CLOEXEC, 3);
     uv_pipe_open(&sb->status_pipe, p_st[0]);
     p_out[0] = p_err[0] = p_st[0] = -1;
     sb->out_open = sb->err_open = sb->status_open = 1;
@@ -2249,27 +2318,10 @@ mountinfo_has(const char *mi, const char *point)
 static pid_t
 prep_child(const struct sandbox *sb)
 {
-    char path[96], text[64];
-    ssize_t n;
-    int fd;
-
     if (sb->child_pid > 0) {
         return sb->child_pid;
     }
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sb->bwrap_pid,
-             (int)sb->bwrap_pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    n = read(fd, text, sizeof(text) - 1);
-    close(fd);
-    if (n <= 0) {
-        return 0;
-    }
-    text[n] = '\0';
-    long pid = strtol(text, NULL, 10);
-    return pid > 1 && pid <= INT_MAX ? (pid_t)pid : 0;
+    return only_child(sb->bwrap_pid);
 }
 
 /*
@@ -2523,6 +2575,7 @@ sandbox_prepared_free(struct sandbox_prep *p)
         }
         while (waitpid(sb->bwrap_pid, &st, 0) < 0 && errno == EINTR) {
         }
+        status_release(sb);
         if (sb->cgroup[0]) {
             cgroup_remove(sb->cgroup);
         }
