@@ -1206,7 +1206,10 @@ struct child_plan {
     uid_t uid;     /* host uid bwrap runs as */
     gid_t gid;     /* host gid bwrap runs as */
     pid_t parent;  /* the daemon, for the parent-death check */
-    int own_pidns; /* bwrap is pid 1 of a pid namespace of its own (root daemon) */
+    int own_pidns; /* bwrap is pid 1 of a pid namespace of its own */
+    int userns;    /* ... made with a user namespace mapping our own uid (not root) */
+    int map_rd;    /* userns: EOF or one byte once the daemon has written the maps */
+    int map_wr;    /* the daemon's end */
 };
 
 static void
@@ -1227,6 +1230,15 @@ child_exec(const struct child_plan *cp)
     int tmp[FD_FIRST_FREE];
     int tov[SANDBOX_OVERLAYS_MAX];
 
+    if (cp->userns) {
+        /* Wait until the daemon has mapped our uid; EOF means it died: give up. */
+        char b;
+        close(cp->map_wr);
+        if (read(cp->map_rd, &b, 1) != 1) {
+            _exit(127);
+        }
+        close(cp->map_rd);
+    }
     /*
      * The raw syscall, not sigaction(): glibc refuses signals 32 and 33 (its own), and a
      * daemon started by a parent that ignored them (make does) would pass that on to
@@ -1321,6 +1333,51 @@ child_exec(const struct child_plan *cp)
  * was taken out until that is understood; see docs/architecture.md. Returns the pid, or
  * -1 with errno set.
  */
+/* 0 once a user namespace could not be made for the pid namespace (see spawn). */
+static int userns_nest_ok = 1;
+
+/* Writes "what" to /proc/pid/file. */
+static int
+proc_write(pid_t pid, const char *file, const char *what)
+{
+    char path[64];
+    size_t n = strlen(what);
+    int fd, ok;
+
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ok = write(fd, what, n) == (ssize_t)n;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/*
+ * Maps our own uid and gid (only them) in the child's new user namespace, then lets it
+ * go on. Inside, bwrap runs as the same uid, without capabilities once it is exec'd, and
+ * makes its own nested user namespace as usual.
+ */
+static int
+userns_map(pid_t pid, int map_wr)
+{
+    char line[64];
+
+    if (proc_write(pid, "setgroups", "deny") < 0) {
+        return -1;
+    }
+    snprintf(line, sizeof(line), "%lu %lu 1\n", (unsigned long)getegid(), (unsigned long)getegid());
+    if (proc_write(pid, "gid_map", line) < 0) {
+        return -1;
+    }
+    snprintf(line, sizeof(line), "%lu %lu 1\n", (unsigned long)geteuid(), (unsigned long)geteuid());
+    if (proc_write(pid, "uid_map", line) < 0) {
+        return -1;
+    }
+    return write(map_wr, "x", 1) == 1 ? 0 : -1;
+}
+
 static pid_t
 spawn_child(const struct child_plan *cp)
 {
@@ -1334,8 +1391,8 @@ spawn_child(const struct child_plan *cp)
      * one would ever end). The raw clone without a new stack behaves as fork.
      */
     if (cp->own_pidns) {
-        pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | SIGCHLD), NULL, NULL, NULL,
-                             NULL);
+        unsigned long flags = CLONE_NEWPID | SIGCHLD | (cp->userns ? CLONE_NEWUSER : 0);
+        pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     } else {
         pid = fork();
     }
@@ -1843,7 +1900,7 @@ spawn(uv_loop_t *loop, const struct sandbox_spec *spec, int warm, struct sandbox
     char bwrap[SANDBOX_PATH_MAX];
     int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_st[2] = {-1, -1}, p_ex[2] = {-1, -1};
     int devnull = -1, seccomp_fd = -1, cmd_fd = -1, cgroup_fd = -1;
-    int p_block[2] = {-1, -1}, p_script[2] = {-1, -1};
+    int p_block[2] = {-1, -1}, p_script[2] = {-1, -1}, p_map[2] = {-1, -1};
     int rc = -1, e = 0;
     ssize_t n;
     pid_t pid;
@@ -1948,13 +2005,39 @@ spawn:
         cp.gid = (gid_t)gid;
     }
     cp.parent = getpid();
-    cp.own_pidns = geteuid() == 0;
+    cp.map_rd = cp.map_wr = -1;
+    /*
+     * Not root: a pid namespace needs a user namespace of its own, in which the child maps
+     * just our uid and gid (written by us below, the child waits for them on a pipe that
+     * reaches EOF if we die). Where user namespaces cannot nest, plain fork.
+     */
+    cp.own_pidns = geteuid() == 0 || userns_nest_ok;
+    cp.userns = geteuid() != 0 && userns_nest_ok;
+    if (cp.userns && pipe2(p_map, O_CLOEXEC) == 0) {
+        cp.map_rd = p_map[0];
+        cp.map_wr = p_map[1];
+    } else if (cp.userns) {
+        cp.own_pidns = cp.userns = 0;
+    }
     sb->own_pidns = cp.own_pidns;
 
     sb->start_ms = time_mono_ms();
     pid = spawn_child(&cp);
+    if (pid < 0 && cp.userns) {
+        userns_nest_ok = 0; /* not allowed here: every later sandbox forks plainly */
+        cp.own_pidns = cp.userns = 0;
+        sb->own_pidns = 0;
+        pid = spawn_child(&cp);
+    }
     if (pid < 0) {
         err_set(err, ERR_IO, "cannot start the sandbox process: %s", strerror(errno));
+        goto out;
+    }
+    if (cp.userns && userns_map(pid, p_map[1]) < 0) {
+        int st;
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        err_set(err, ERR_IO, "cannot map the sandbox's user namespace: %s", strerror(errno));
         goto out;
     }
     sb->bwrap_pid = pid;
@@ -2048,6 +2131,9 @@ out:
         }
         if (p_script[i] >= 0) {
             close(p_script[i]);
+        }
+        if (p_map[i] >= 0) {
+            close(p_map[i]);
         }
     }
     if (devnull >= 0) {

@@ -41,17 +41,26 @@ const line = (ok, name, why) => {
   console.log(ok ? `ok   ${name}` : `FAIL ${name}: ${why}`);
 };
 
-// Processes whose command line holds `marker` (bwrap's argv names the workspace path,
-// and the sandbox's pid 1 is a clone of bwrap).
-function procsWith(marker) {
+// Processes whose command line holds `marker` and none of `except` (bwrap's argv names
+// the workspace path, and the sandbox's pid 1 is a clone of bwrap).
+function procsWith(marker, except = []) {
   const out = [];
   for (const p of readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
     try {
-      if (readFileSync(`/proc/${p}/cmdline`, 'latin1').includes(marker)) out.push(p);
+      const c = readFileSync(`/proc/${p}/cmdline`, 'latin1');
+      if (c.includes(marker) && !except.some((e) => c.includes(e))) out.push(p);
     } catch {}
   }
   return out;
+}
+// What is in a runtime root besides the entries named in `except`.
+function entries(xdg, except = []) {
+  try {
+    return readdirSync(`${xdg}/drun`).filter((n) => !except.includes(n));
+  } catch {
+    return [];
+  }
 }
 function cgroupsOf(pid) {
   try {
@@ -89,6 +98,7 @@ async function busyDaemon(xdg) {
   const sid = (await tool(srv, 'create_session', {})).session_id;
   const r = await tool(srv, 'session_bash', { command: 'echo hi', description: 'x', session_id: sid });
   if (r.exit_code !== 0) throw new Error(`the command failed: ${JSON.stringify(r).slice(0, 300)}`);
+  srv.sid = sid;
   return srv;
 }
 
@@ -109,13 +119,14 @@ for (const [name, how] of ways) {
     how(srv);
     const code = await srv.exit();
     if (code === 'hang') bad = `daemon ${pid} did not exit`;
-    // Once the daemon has exited and been reaped, everything must already be gone.
-    for (const p of procsWith(`${xdg}/drun/pid-${pid}/`)) {
+    // Once the daemon has exited and been reaped, everything must already be gone: no
+    // process of a sandbox under this runtime root, no cgroup, nothing in the root.
+    for (const p of procsWith(`${xdg}/drun/`)) {
       survivors++;
       try { seen.push(readFileSync(`/proc/${p}/stat`, 'latin1').slice(0, 60)); } catch {}
     }
     cgroups += cgroupsOf(pid).length;
-    dirs += existsSync(`${xdg}/drun/pid-${pid}`) ? 1 : 0;
+    dirs += entries(xdg).length;
   }
   line(!bad && survivors + cgroups + dirs === 0, `${name} x${iter}: nothing left`,
     bad || `${survivors} processes (${seen.slice(0, 3).join('; ')}), ${cgroups} cgroups, ${dirs} runtime directories left`);
@@ -129,9 +140,10 @@ for (const [name, how] of ways) {
   for (let i = 0; i <= iter && !bad; i++) {
     const srv = await busyDaemon(xdg);
     if (prev !== null) {
-      // This daemon has swept what the killed one left before it served anything.
+      // This daemon has swept what the killed one left before it served anything: only
+      // its own runtime entry (and its own workspace) is there.
       cgroups += cgroupsOf(prev).length;
-      dirs += existsSync(`${xdg}/drun/pid-${prev}`) ? 1 : 0;
+      dirs += entries(xdg, [`pid-${srv.proc.pid}`, `ws-${srv.sid}`]).length;
     }
     if (i === iter) {
       srv.endInput();
@@ -142,9 +154,9 @@ for (const [name, how] of ways) {
     srv.proc.kill('SIGKILL');
     await srv.exit();
     // The prepared sandbox dies with the daemon: wait for that (bounded), never forever.
-    if (!(await until(() => procsWith(`${xdg}/drun/pid-${pid}/`).length === 0))) {
-      stuck += procsWith(`${xdg}/drun/pid-${pid}/`).length;
-      for (const p of procsWith(`${xdg}/drun/pid-${pid}/`)) try { process.kill(Number(p), 'SIGKILL'); } catch {}
+    if (!(await until(() => procsWith(`${xdg}/drun/`).length === 0))) {
+      stuck += procsWith(`${xdg}/drun/`).length;
+      for (const p of procsWith(`${xdg}/drun/`)) try { process.kill(Number(p), 'SIGKILL'); } catch {}
     }
     prev = pid;
   }
