@@ -133,7 +133,7 @@ check_runtime(struct report *r, const struct policy *p)
         char what[SANDBOX_PATH_MAX + 128];
         rmdir(probe);
         snprintf(what, sizeof(what),
-                 "'%s' cannot be reached by the sandbox user; drun-mcp uses /tmp/drun-0 "
+                 "'%s' cannot be reached by the sandbox user; drun-mcp uses /tmp/drun-root "
                  "instead unless runtime_dir is set",
                  buf_cstr(&dir));
         line_ok("runtime directory", what);

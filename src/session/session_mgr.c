@@ -236,7 +236,8 @@ session_runtime_init(struct session_mgr *m, struct err *err)
         /*
          * A root daemon's bwrap runs as the sandbox user, which must be able to pass
          * through every directory above the workspaces. root's $XDG_RUNTIME_DIR is
-         * usually 0700: then the default moves to /tmp/drun-0 (made 0711 below it).
+         * usually 0700: then the default moves to /tmp/drun-root (made 0711). Not
+         * /tmp/drun-0, which drun versions that ran commands as root keep at 0700.
          */
         struct sandbox_spec who;
         uint32_t uid, gid;
@@ -246,7 +247,7 @@ session_runtime_init(struct session_mgr *m, struct err *err)
         sandbox_user(&who, &uid, &gid);
         if (!sandbox_reachable(buf_cstr(&root), uid, gid) && m->runtime_cfg == NULL) {
             buf_reset(&root);
-            if (ws_runtime_dir("/tmp/drun-0", &root, err) < 0) {
+            if (ws_runtime_dir("/tmp/drun-root", &root, err) < 0) {
                 buf_release(&root);
                 buf_release(&p);
                 return -1;
