@@ -162,8 +162,8 @@ ws_dir_open_as(const char *path, uint64_t bound_bytes, uint32_t uid, uint32_t gi
     }
     /* Before the bound is mounted: its tmpfs root takes the directory's owner and mode. */
     if (other && created && chown(path, uid, gid) != 0) {
-        return err_set(err, ERR_IO, "cannot give the workspace directory '%s' to uid %lu: %s",
-                       path, (unsigned long)uid, strerror(errno));
+        return err_set(err, ERR_IO, "cannot give the workspace directory '%s' to uid %lu: %s", path,
+                       (unsigned long)uid, strerror(errno));
     }
     d = mem_calloc(1, sizeof(*d));
     if (d == NULL) {

@@ -200,7 +200,7 @@ await R.run('a session with an overlay runs warm, overlay visible, mount point n
   assertEq(st.workspace_file_count, 4, 'checkpoint: a.txt and f0..f2 only, no mount point');
   const ls = await O.bash(sid, 'ls -a node_modules/..; ls node_modules');
   assertEq(ls.stdout_tail, '.\n..\na.txt\nf0.txt\nf1.txt\nf2.txt\nnode_modules\npkg\n', 'the mount point shows inside only');
-  assert(!existsSync(join(O.dir, 'xdg', 'drun', `pid-${O.srv.proc.pid}`, `ws-${sid}`, 'node_modules', 'pkg')), 'overlay contents never land in the host workspace');
+  assert(!existsSync(join(`/proc/${O.srv.proc.pid}/root`, O.dir, 'xdg', 'drun', `pid-${O.srv.proc.pid}`, `ws-${sid}`, 'node_modules', 'pkg')), 'overlay contents never land in the host workspace');
   // The head gains a real node_modules/ then loses it: the sync before the next call
   // removes the mount point directory under the waiting sandbox, which detaches the
   // overlay there; the call must notice and still see the overlay.

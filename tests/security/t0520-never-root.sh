@@ -42,8 +42,9 @@ mkdirSync(`${dir}/xdg`, { mode: 0o711 });
 writeFileSync(`${dir}/config.toml`, 'bash_timeout_ms = 60000\n');
 const srv = new RawServer(process.env.T_MCP, ['--db', `${dir}/s.db`, '--config', `${dir}/config.toml`],
   { TMPDIR: dir, XDG_RUNTIME_DIR: `${dir}/xdg` });
-// This process's workspaces: <runtime root>/pid-<daemon pid>/ws-<session>.
-const wsPath = (sid) => `${dir}/xdg/drun/pid-${srv.proc.pid}/ws-${sid}`;
+// This process's workspaces: <runtime root>/pid-<daemon pid>/ws-<session>, seen through the
+// daemon's own mount namespace (each workspace is a size-capped tmpfs mounted there).
+const wsPath = (sid) => `/proc/${srv.proc.pid}/root${dir}/xdg/drun/pid-${srv.proc.pid}/ws-${sid}`;
 const root = process.getuid() === 0;
 let id = 0;
 let failed = 0;

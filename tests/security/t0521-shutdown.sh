@@ -178,7 +178,7 @@ for (const [name, how] of ways) {
   const cgA = cgroupsOf(a.proc.pid);
   const b = await busyDaemon(xdg);
   const kept = existsSync(ws) && cgA.every((n) => existsSync(`${cgBase}/${n}`)) && procsWith(ws).length > 0;
-  writeFileSync(`${ws}/go`, '');
+  writeFileSync(`/proc/${a.proc.pid}/root${ws}/go`, ''); // the daemon's mount namespace
   const r = JSON.parse((await a.next('the held call')).msg.result.content[0].text);
   b.endInput();
   a.endInput();
