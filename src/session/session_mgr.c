@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -227,7 +228,17 @@ session_runtime_init(struct session_mgr *m, struct err *err)
     }
     buf_init(&root, 4096);
     buf_init(&p, 4096);
-    if (ws_runtime_dir(m->runtime_cfg, &root, err) < 0) {
+    /*
+     * A root daemon without runtime_dir or $XDG_RUNTIME_DIR does not take the generic
+     * /tmp/drun-0: drun versions that ran commands as root keep it at 0700, which would
+     * lock the sandbox user out while both run. It uses /tmp/drun-root.
+     */
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *cfg = m->runtime_cfg;
+    if (cfg == NULL && geteuid() == 0 && (xdg == NULL || xdg[0] != '/')) {
+        cfg = "/tmp/drun-root";
+    }
+    if (ws_runtime_dir(cfg, &root, err) < 0) {
         buf_release(&root);
         buf_release(&p);
         return -1;
