@@ -330,6 +330,12 @@ main(int argc, char **argv)
     if (session_mgr_sweep(env.sessions, &err) < 0) {
         log_warn("%s", err.msg);
     }
+    /* The root actually used (a root daemon may have moved to /tmp/drun-root): guarded
+     * like the configured one. */
+    if (session_mgr_runtime_root(env.sessions) != NULL &&
+        host_own_add_tree(session_mgr_runtime_root(env.sessions), &err) < 0) {
+        log_warn("cannot guard the runtime directory: %s", err.msg);
+    }
     env.store = st;
     env.db_path = db;
     env.config_path = config_path;

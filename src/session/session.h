@@ -121,6 +121,9 @@ void session_mgr_set_limits(struct session_mgr *m, const struct session_limits *
  * directory cannot be made (the first command would then fail the same way).
  */
 int session_mgr_sweep(struct session_mgr *m, struct err *err);
+
+/* The runtime root this process's workspaces live under, once made (else NULL). */
+const char *session_mgr_runtime_root(const struct session_mgr *m);
 const struct session_limits *session_mgr_limits(const struct session_mgr *m);
 
 struct store *session_mgr_store(const struct session_mgr *m);

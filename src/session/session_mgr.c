@@ -307,6 +307,12 @@ session_mgr_sweep(struct session_mgr *m, struct err *err)
     return 0;
 }
 
+const char *
+session_mgr_runtime_root(const struct session_mgr *m)
+{
+    return m->runtime_root;
+}
+
 void
 session_mgr_set_limits(struct session_mgr *m, const struct session_limits *l)
 {
