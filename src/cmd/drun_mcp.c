@@ -29,6 +29,7 @@
 #include "mcp/mcp.h"
 #include "session/session.h"
 #include "policy/policy.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "tools/tools.h"
 #include "util/buf.h"
@@ -69,6 +70,25 @@ config_main(int argc, char **argv, const char *config)
         return err.code == ERR_INVAL ? 2 : 1;
     }
     return 0;
+}
+
+/*
+ * Everything a daemon must not leave behind, on every way out (input EOF, SIGTERM,
+ * SIGINT, SIGHUP, a fatal error after start-up): detaching every session kills its
+ * prepared sandbox and removes its workspace and then this process's runtime directory;
+ * sandbox_cleanup() then kills whatever sandbox is still alive (a call that outstayed the
+ * shutdown grace) and removes every pids cgroup we made. After a kill -9, where none of
+ * this runs, the next daemon's session_mgr_sweep() does it.
+ */
+static void
+shutdown_all(struct tools_env *env, struct store *st)
+{
+    session_mgr_free(env->sessions);
+    env->sessions = NULL;
+    if (sandbox_cleanup() > 0) {
+        log_warn("some sandbox cgroups could not be removed; the next drun-mcp retries");
+    }
+    store_close(st);
 }
 
 static int
@@ -306,6 +326,16 @@ main(int argc, char **argv)
         return 1;
     }
     register_own_files(policy, config_path, db);
+    /* What dead drun processes left: runtime directories, sandbox cgroups. */
+    if (session_mgr_sweep(env.sessions, &err) < 0) {
+        log_warn("%s", err.msg);
+    }
+    /* The root actually used (a root daemon may have moved to /tmp/drun-root): guarded
+     * like the configured one. */
+    if (session_mgr_runtime_root(env.sessions) != NULL &&
+        host_own_add_tree(session_mgr_runtime_root(env.sessions), &err) < 0) {
+        log_warn("cannot guard the runtime directory: %s", err.msg);
+    }
     env.store = st;
     env.db_path = db;
     env.config_path = config_path;
@@ -315,14 +345,12 @@ main(int argc, char **argv)
     opts.out_fd = out_fd;
     if (mcp_serve(&env, &opts, &err) < 0) {
         log_error("%s", err.msg);
-        session_mgr_free(env.sessions);
-        store_close(st);
+        shutdown_all(&env, st);
         return 1;
     }
     signal(SIGHUP, SIG_IGN); /* the transport's handler is gone; finish cleaning up */
     /* Releases every claim, so another drun-mcp can attach these sessions at once. */
-    session_mgr_free(env.sessions);
-    store_close(st);
+    shutdown_all(&env, st);
     tools_registry_reset();
     policy_store_free(policy);
     mem_free(config_path);

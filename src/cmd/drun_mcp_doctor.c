@@ -57,12 +57,13 @@ line_skip(const char *check, const char *why)
 
 /* bwrap, user namespaces, AppArmor and one real sandboxed command. */
 static void
-check_sandbox(struct report *r)
+check_sandbox(struct report *r, const struct policy *pol)
 {
     struct sandbox_probe p;
     struct err err;
     char what[SANDBOX_PATH_MAX + 128];
-    int rc = sandbox_probe(&p, &err);
+    int rc = sandbox_probe_as(pol ? (uint32_t)pol->sandbox_uid : 0,
+                              pol ? (uint32_t)pol->sandbox_gid : 0, &p, &err);
 
     if (!p.bwrap_found) {
         line_fail(r, "bwrap", "bubblewrap is not installed", p.fix);
@@ -83,6 +84,15 @@ check_sandbox(struct report *r)
              : p.apparmor_restrict == 0 ? " (kernel.apparmor_restrict_unprivileged_userns = 0)"
                                         : "");
     line_ok("user namespaces", what);
+    if (geteuid() == 0) {
+        /* Debian's bwrap is not setuid: a root daemon needs unprivileged user namespaces
+         * for the sandbox user it starts bwrap as. */
+        snprintf(what, sizeof(what),
+                 "drun-mcp runs as root: commands run as host uid %lu, never root%s",
+                 (unsigned long)p.run_uid,
+                 p.userns_clone == 1 ? " (kernel.unprivileged_userns_clone = 1)" : "");
+        line_ok("sandbox user", what);
+    }
     if (rc < 0 || !p.sandbox_ok) {
         line_fail(r, "sandbox", err.msg,
                   p.fix[0]
@@ -117,6 +127,16 @@ check_runtime(struct report *r, const struct policy *p)
                  strerror(errno));
         line_fail(r, "runtime directory", what,
                   "make it writable by this user, or set runtime_dir in config.toml");
+    } else if (geteuid() == 0 &&
+               !sandbox_reachable(buf_cstr(&dir), p ? (uint32_t)p->sandbox_uid : 65534,
+                                  p ? (uint32_t)p->sandbox_gid : 65534)) {
+        char what[SANDBOX_PATH_MAX + 128];
+        rmdir(probe);
+        snprintf(what, sizeof(what),
+                 "'%s' cannot be reached by the sandbox user; drun-mcp uses /tmp/drun-root "
+                 "instead unless runtime_dir is set",
+                 buf_cstr(&dir));
+        line_ok("runtime directory", what);
     } else {
         rmdir(probe);
         line_ok("runtime directory", buf_cstr(&dir));
@@ -378,8 +398,8 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
     if (db == NULL || db[0] == '\0') {
         db = getenv("DRUN_DB");
     }
-    check_sandbox(&r);
     check_config(&r, config, &p);
+    check_sandbox(&r, p);
     check_runtime(&r, p);
     check_disk_bound(&r, p);
     check_db(&r, db, p);

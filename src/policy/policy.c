@@ -79,6 +79,9 @@ static const struct field fields[] = {
     {"sandbox_file_size_mb", F_INT, OFF(sandbox_file_size_mb), 1, (int64_t)1 << 22},
     {"sandbox_max_processes", F_INT, OFF(sandbox_max_processes), 1, 1000000},
     {"sandbox_tmp_size_mb", F_INT, OFF(sandbox_tmp_size_mb), 1, (int64_t)1 << 22},
+    /* Never 0 (root) and never -1 ((uid_t)-1 means "unchanged" to set*id calls). */
+    {"sandbox_uid", F_INT, OFF(sandbox_uid), 1, 4294967294LL},
+    {"sandbox_gid", F_INT, OFF(sandbox_gid), 1, 4294967294LL},
     {"max_workspace_mb", F_INT, OFF(max_workspace_mb), 1, (int64_t)1 << 22},
     {"max_sessions", F_INT, OFF(max_sessions), 1, 100000},
     {"max_checkpoints", F_INT, OFF(max_checkpoints), 1, 1000000},
@@ -483,6 +486,8 @@ policy_defaults(void)
     p->sandbox_file_size_mb = 1024;
     p->sandbox_max_processes = 512;
     p->sandbox_tmp_size_mb = 512;
+    p->sandbox_uid = 65534;
+    p->sandbox_gid = 65534;
     p->max_workspace_mb = 512;
     p->max_sessions = 50;
     p->max_checkpoints = 200;

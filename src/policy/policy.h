@@ -73,6 +73,8 @@ struct policy {
     int64_t sandbox_file_size_mb;
     int64_t sandbox_max_processes;
     int64_t sandbox_tmp_size_mb;
+    int64_t sandbox_uid; /* host uid/gid a root daemon's commands run as (1..2^32-2) */
+    int64_t sandbox_gid;
 
     /* sessions */
     int64_t max_workspace_mb;

@@ -33,6 +33,23 @@
  * ucounts) counts per (user namespace, uid): one sandbox's fork bomb cannot starve
  * another. Real uid 0 is exempt from RLIMIT_NPROC, so when the daemon runs as root we put
  * bwrap in a fresh pids cgroup with pids.max instead (see docs/security.md).
+ *
+ * Never host root. A root daemon starts bwrap itself as an unprivileged host uid/gid
+ * (sandbox_uid/sandbox_gid, 65534 by default): bwrap is not setuid, so the user namespace
+ * it makes maps that uid, and nothing in the sandbox holds any power of host root over
+ * host files, sysctls or devices. A namespace that only shows a non-zero uid inside but
+ * maps host uid 0 would still pass root's ownership checks on /proc/sys (the
+ * core_pattern attack: a pipe handler there runs a workspace file as host root).
+ * /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /proc/fs are bound read-only
+ * on top of the sandbox's /proc whatever the daemon's uid.
+ *
+ * Nothing outlives the daemon. The child sets PR_SET_PDEATHSIG (after it changed uid,
+ * which clears it) and bwrap gets --die-with-parent. bwrap's own child waits on an eventfd
+ * for its uid map, which has no EOF: killing bwrap in that window would leave it blocked
+ * forever, so a bwrap whose child we do not know yet is stopped first and its children
+ * killed before it (kill_unknown). A root daemon's sandboxes all sit in pids cgroups
+ * named drun-sandbox-<pid>-<n>: sandbox_cleanup() empties and removes ours on exit and
+ * sandbox_sweep() those of processes that died without it (kill -9).
  */
 #include "sandbox/sandbox.h"
 
@@ -46,7 +63,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -60,6 +79,7 @@
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/proc.h"
 #include "util/timeutil.h"
 
 #ifndef SYS_pidfd_open
@@ -167,6 +187,8 @@ struct sandbox {
     int child_watch;      /* child_poll initialised */
     int child_gone;       /* the sandbox's pid 1 has exited (or was never seen) */
     uv_pipe_t out_pipe, err_pipe, status_pipe;
+    int status_keep; /* a second read end of the status pipe, closed once bwrap is reaped */
+    int own_pidns;   /* bwrap is pid 1 of its own pid namespace: its pids are not ours */
     uv_timer_t timer;
     int handles;                         /* initialised handles not yet closed */
     int out_open, err_open, status_open; /* still reading */
@@ -503,13 +525,69 @@ bind_system(struct argv_vec *a)
     }
 }
 
+/* Kernel interfaces under /proc that must never be writable in the sandbox. */
+static const char *const proc_knobs[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                         "/proc/bus", "/proc/fs"};
+
+void
+sandbox_user(const struct sandbox_spec *spec, uint32_t *uid, uint32_t *gid)
+{
+    if (geteuid() != 0) {
+        *uid = (uint32_t)geteuid();
+        *gid = (uint32_t)getegid();
+        return;
+    }
+    *uid = spec != NULL && spec->uid != 0 ? spec->uid : SANDBOX_UID_DEFAULT;
+    *gid = spec != NULL && spec->gid != 0 ? spec->gid : SANDBOX_GID_DEFAULT;
+}
+
+/*
+ * 1 if the host user uid/gid can reach directory `path` (search permission on every
+ * directory on the way, by the owner/group/other bits). A root daemon's bwrap runs as that
+ * user, so a bind source it cannot reach would fail the whole sandbox: such read-only
+ * paths are left out instead (the sandbox user sees what any such user sees, no more).
+ */
+int
+sandbox_reachable(const char *path, uint32_t uid, uint32_t gid)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(path);
+    struct stat st;
+
+    if (geteuid() != 0 || n >= sizeof(p)) {
+        return 1;
+    }
+    memcpy(p, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') {
+            continue;
+        }
+        char c = p[i];
+        p[i] = '\0';
+        if (stat(p, &st) != 0) {
+            return 0;
+        }
+        p[i] = c;
+        if (!S_ISDIR(st.st_mode)) {
+            return 1; /* a file at the end: reading it needs the bits checked by bwrap */
+        }
+        mode_t need = st.st_uid == uid ? S_IXUSR : st.st_gid == gid ? S_IXGRP : S_IXOTH;
+        if (!(st.st_mode & need)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int
 build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, const char *bwrap,
            enum argv_kind kind, struct argv_vec *a, struct err *err)
 {
     char resolved[PATH_MAX], ws[PATH_MAX], prelude[1024];
     struct stat st;
+    uint32_t uid, gid;
 
+    sandbox_user(spec, &uid, &gid);
     if (realpath(spec->workspace_dir, ws) == NULL) {
         return err_set(err, ERR_NOTFOUND, "workspace directory '%s' cannot be resolved: %s",
                        spec->workspace_dir, strerror(errno));
@@ -560,7 +638,8 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
     bind_system(a);
     for (size_t i = 0; i < spec->n_ro_paths; i++) {
         /* Missing entries are skipped (a $PATH entry may not exist); links resolved. */
-        if (realpath(spec->ro_paths[i], resolved) == NULL || reserved_target(resolved)) {
+        if (realpath(spec->ro_paths[i], resolved) == NULL || reserved_target(resolved) ||
+            !sandbox_reachable(resolved, uid, gid)) {
             continue;
         }
         argv_push(a, "--ro-bind");
@@ -587,6 +666,16 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
     }
     argv_push(a, "--proc");
     argv_push(a, "/proc");
+    /*
+     * Kernel knobs read-only whatever our uid (bwrap covers them only when it thinks they
+     * are writable at set-up time). /proc/sys shows the sysctls of the reader's own
+     * namespaces, so the host's /proc/sys bound here is the sandbox's own view.
+     */
+    for (size_t i = 0; i < sizeof(proc_knobs) / sizeof(proc_knobs[0]); i++) {
+        argv_push(a, "--ro-bind-try");
+        argv_push(a, proc_knobs[i]);
+        argv_push(a, proc_knobs[i]);
+    }
     argv_push(a, "--dev");
     argv_push(a, "/dev");
     argv_push(a, "--size");
@@ -611,6 +700,12 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
         }
         if (realpath(spec->overlays[i].host_dir, resolved) == NULL || stat(resolved, &st) < 0 ||
             !S_ISDIR(st.st_mode)) {
+            continue;
+        }
+        if (!sandbox_reachable(resolved, uid, gid)) {
+            log_warn("overlay '%s' is not reachable by the sandbox user (uid %lu); it is left "
+                     "out: make its directories searchable by that user",
+                     resolved, (unsigned long)uid);
             continue;
         }
         snprintf(dest, sizeof(dest), "/workspace/%s", spec->overlays[i].key);
@@ -991,6 +1086,112 @@ cgroup_hit_max(const struct sandbox *sb)
     return hit;
 }
 
+/*
+ * Kills every process in cgroup dir (SIGKILL, until cgroup.procs is empty) and removes
+ * it, retrying while the kernel still holds it for a process being reaped. Bounded to a
+ * few seconds. Returns 0 when the directory is gone.
+ */
+static int
+cgroup_empty_remove(const char *dir)
+{
+    char file[SANDBOX_PATH_MAX + 32];
+
+    snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
+    for (int round = 0; round < 5000; round++) {
+        char line[32];
+        int any = 0;
+        FILE *f;
+
+        if (rmdir(dir) == 0 || errno == ENOENT) {
+            return 0;
+        }
+        f = fopen(file, "re");
+        if (f == NULL) {
+            return errno == ENOENT ? 0 : -1;
+        }
+        while (fgets(line, sizeof(line), f) != NULL) {
+            long pid = strtol(line, NULL, 10);
+            if (pid > 1 && pid <= INT_MAX && (pid_t)pid != getpid()) {
+                kill((pid_t)pid, SIGKILL);
+                any = 1;
+            }
+        }
+        fclose(f);
+        struct timespec ts = {0, any ? 200000 : 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/*
+ * Our cgroups (own = 1) or those of dead makers (own = 0) under the pids hierarchy:
+ * emptied and removed. Returns (removed, failed) counts through the pointers.
+ */
+static void
+cgroup_sweep(int own, int *removed, int *failed)
+{
+    char dir[SANDBOX_PATH_MAX + 300];
+    struct dirent *de;
+    DIR *d;
+
+    *removed = *failed = 0;
+    if (geteuid() != 0 || cgroup_find() < 0) {
+        return;
+    }
+    d = opendir(cg_base);
+    if (d == NULL) {
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        long pid;
+        struct stat st;
+
+        if (strncmp(de->d_name, "drun-sandbox-", 13) != 0) {
+            continue;
+        }
+        pid = strtol(de->d_name + 13, &end, 10);
+        if (end == de->d_name + 13 || *end != '-' || pid <= 0 || pid > INT_MAX) {
+            continue;
+        }
+        snprintf(dir, sizeof(dir), "%s/%s", cg_base, de->d_name);
+        if (own != ((pid_t)pid == getpid())) {
+            continue;
+        }
+        if (!own && (stat(dir, &st) != 0 || proc_maker_alive((pid_t)pid, (int64_t)st.st_ctime))) {
+            continue;
+        }
+        if (cgroup_empty_remove(dir) == 0) {
+            (*removed)++;
+        } else {
+            (*failed)++;
+            log_warn("cannot remove cgroup '%s': %s", dir, strerror(errno));
+        }
+    }
+    closedir(d);
+}
+
+int
+sandbox_cleanup(void)
+{
+    int removed, failed;
+
+    cgroup_sweep(1, &removed, &failed);
+    return failed;
+}
+
+int
+sandbox_sweep(void)
+{
+    int removed, failed;
+
+    cgroup_sweep(0, &removed, &failed);
+    if (removed > 0) {
+        log_info("removed %d pids cgroups left by drun processes that are gone", removed);
+    }
+    return removed;
+}
+
 /* ---- the child, between fork and exec (async-signal-safe calls only) ------------------ */
 
 struct child_plan {
@@ -1001,6 +1202,14 @@ struct child_plan {
     size_t n_ov;
     int cgroup_fd;
     struct rlimit rl_as, rl_cpu, rl_fsize, rl_core;
+    int drop;      /* become uid/gid (the daemon is root) */
+    uid_t uid;     /* host uid bwrap runs as */
+    gid_t gid;     /* host gid bwrap runs as */
+    pid_t parent;  /* the daemon, for the parent-death check */
+    int own_pidns; /* bwrap is pid 1 of a pid namespace of its own */
+    int userns;    /* ... made with a user namespace mapping our own uid (not root) */
+    int map_rd;    /* userns: EOF or one byte once the daemon has written the maps */
+    int map_wr;    /* the daemon's end */
 };
 
 static void
@@ -1021,6 +1230,15 @@ child_exec(const struct child_plan *cp)
     int tmp[FD_FIRST_FREE];
     int tov[SANDBOX_OVERLAYS_MAX];
 
+    if (cp->userns) {
+        /* Wait until the daemon has mapped our uid; EOF means it died: give up. */
+        char b;
+        close(cp->map_wr);
+        if (read(cp->map_rd, &b, 1) != 1) {
+            _exit(127);
+        }
+        close(cp->map_rd);
+    }
     /*
      * The raw syscall, not sigaction(): glibc refuses signals 32 and 33 (its own), and a
      * daemon started by a parent that ignored them (make does) would pass that on to
@@ -1036,6 +1254,33 @@ child_exec(const struct child_plan *cp)
         int e = errno;
         ssize_t w = write(cp->src[FD_EXECERR], &e, sizeof(e));
         (void)w;
+        _exit(127);
+    }
+    /*
+     * A root daemon's command never runs as host root: become the sandbox user now, after
+     * joining the cgroup (which needs root) and before bwrap exists, so bwrap's user
+     * namespace maps that uid. Raw syscalls: glibc's set*id wrappers synchronise every
+     * thread of the process, which a child sharing the parent's memory must not do.
+     * Groups first, then gid, then uid (after setresuid nothing else may change). Each is
+     * checked: a failed drop must never exec bwrap as root.
+     */
+    if (cp->drop) {
+        if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+            syscall(SYS_setresgid, cp->gid, cp->gid, cp->gid) != 0 ||
+            syscall(SYS_setresuid, cp->uid, cp->uid, cp->uid) != 0 ||
+            syscall(SYS_getuid) != (long)cp->uid || syscall(SYS_geteuid) != (long)cp->uid) {
+            int e = errno ? errno : EPERM;
+            ssize_t w = write(cp->src[FD_EXECERR], &e, sizeof(e));
+            (void)w;
+            _exit(127);
+        }
+    }
+    /*
+     * Die with the daemon, even before bwrap reads --die-with-parent; set after the uid
+     * change, which clears it. A daemon that died before this line is seen by getppid.
+     */
+    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 ||
+        (!cp->own_pidns && syscall(SYS_getppid) != (long)cp->parent)) {
         _exit(127);
     }
     /* Move every fd above the targets first so no dup2 clobbers a source. */
@@ -1088,10 +1333,69 @@ child_exec(const struct child_plan *cp)
  * was taken out until that is understood; see docs/architecture.md. Returns the pid, or
  * -1 with errno set.
  */
+/* 0 once a user namespace could not be made for the pid namespace (see spawn). */
+static int userns_nest_ok = 1;
+
+/* Writes "what" to /proc/pid/file. */
+static int
+proc_write(pid_t pid, const char *file, const char *what)
+{
+    char path[64];
+    size_t n = strlen(what);
+    int fd, ok;
+
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ok = write(fd, what, n) == (ssize_t)n;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/*
+ * Maps our own uid and gid (only them) in the child's new user namespace, then lets it
+ * go on. Inside, bwrap runs as the same uid, without capabilities once it is exec'd, and
+ * makes its own nested user namespace as usual.
+ */
+static int
+userns_map(pid_t pid, int map_wr)
+{
+    char line[64];
+
+    if (proc_write(pid, "setgroups", "deny") < 0) {
+        return -1;
+    }
+    snprintf(line, sizeof(line), "%lu %lu 1\n", (unsigned long)getegid(), (unsigned long)getegid());
+    if (proc_write(pid, "gid_map", line) < 0) {
+        return -1;
+    }
+    snprintf(line, sizeof(line), "%lu %lu 1\n", (unsigned long)geteuid(), (unsigned long)geteuid());
+    if (proc_write(pid, "uid_map", line) < 0) {
+        return -1;
+    }
+    return write(map_wr, "x", 1) == 1 ? 0 : -1;
+}
+
 static pid_t
 spawn_child(const struct child_plan *cp)
 {
-    pid_t pid = fork();
+    pid_t pid;
+
+    /*
+     * A root daemon starts bwrap as pid 1 of a pid namespace of its own: when bwrap dies
+     * for any reason (the daemon killed with -9 takes it along through PDEATHSIG), the
+     * kernel kills everything in that namespace, including a sandbox pid 1 that bwrap
+     * made but had not yet released from its uid-map handshake (an eventfd wait that no
+     * one would ever end). The raw clone without a new stack behaves as fork.
+     */
+    if (cp->own_pidns) {
+        unsigned long flags = CLONE_NEWPID | SIGCHLD | (cp->userns ? CLONE_NEWUSER : 0);
+        pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+    } else {
+        pid = fork();
+    }
 
     if (pid == 0) {
         child_exec(cp);
@@ -1100,6 +1404,8 @@ spawn_child(const struct child_plan *cp)
 }
 
 /* ---- event handling --------------------------------------------------------------- */
+
+static void status_release(struct sandbox *sb);
 
 static void
 on_close(uv_handle_t *h)
@@ -1110,6 +1416,9 @@ on_close(uv_handle_t *h)
         close(sb->bwrap_pidfd);
         sb->bwrap_pidfd = -1;
     }
+    if (h == (uv_handle_t *)&sb->exit_poll) {
+        status_release(sb);
+    }
     if (--sb->handles == 0) {
         if (sb->child_pidfd >= 0) {
             close(sb->child_pidfd);
@@ -1118,6 +1427,22 @@ on_close(uv_handle_t *h)
         buf_release(&sb->status);
         mem_free(sb->script);
         mem_free(sb);
+    }
+}
+
+/*
+ * bwrap writes the sandbox's pid to the status pipe after it has made the sandbox's pid 1
+ * and before it lets that pid 1 go on (an eventfd, which has no EOF). Were our read end
+ * closed first (a shutdown closes every handle), that write would kill bwrap with SIGPIPE
+ * right there and leave the pid 1 blocked forever. So a second read end stays open until
+ * bwrap has been reaped.
+ */
+static void
+status_release(struct sandbox *sb)
+{
+    if (sb->status_keep >= 0) {
+        close(sb->status_keep);
+        sb->status_keep = -1;
     }
 }
 
@@ -1145,6 +1470,53 @@ signal_kill(int pidfd, pid_t pid)
 
 static void on_timer(uv_timer_t *t);
 
+/*
+ * Kills bwrap and every child it has, for a bwrap that has not reported its child yet.
+ * bwrap's child (the sandbox's pid 1) first waits on an eventfd until bwrap has set up
+ * its uid map; an eventfd never reaches EOF, so killing bwrap alone in that window leaves
+ * the child blocked forever, reparented to init. So: stop bwrap (a stopped process forks
+ * nothing), wait until it is stopped or gone, SIGKILL each of its children (a pid 1 takes
+ * its namespace along), then bwrap itself. The caller reaps bwrap. Synchronous: bwrap is
+ * our child, so waitid returns as soon as the stop (or its death) takes effect.
+ */
+static void
+kill_unknown(struct sandbox *sb)
+{
+    char path[96], text[512];
+    siginfo_t si;
+    ssize_t n;
+    int fd;
+
+    if (sb->bwrap_pid <= 0) {
+        return;
+    }
+    kill(sb->bwrap_pid, SIGSTOP);
+    memset(&si, 0, sizeof(si));
+    while (waitid(P_PID, (id_t)sb->bwrap_pid, &si, WSTOPPED | WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR) {
+    }
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sb->bwrap_pid,
+             (int)sb->bwrap_pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (n > 0) {
+        text[n] = '\0';
+        for (char *p = text, *end; *p != '\0'; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p) {
+                break;
+            }
+            if (pid > 1 && pid <= INT_MAX) {
+                kill((pid_t)pid, SIGKILL);
+            }
+        }
+    }
+    signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
+}
+
 /* Kills the sandbox's pid 1 (which takes its whole pid namespace along), then bwrap. */
 static void
 kill_all(struct sandbox *sb)
@@ -1155,8 +1527,10 @@ kill_all(struct sandbox *sb)
     sb->killing = 1;
     if (sb->child_pid > 0) {
         signal_kill(sb->child_pidfd, sb->child_pid);
+        signal_kill(sb->bwrap_pidfd, 0);
+    } else {
+        kill_unknown(sb);
     }
-    signal_kill(sb->bwrap_pidfd, 0);
     /* Pipes reach EOF once the namespace is gone; bound the wait anyway. */
     uv_timer_stop(&sb->timer);
     uv_timer_start(&sb->timer, on_timer, DRAIN_MS, 0);
@@ -1350,6 +1724,29 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
 }
 
+/* The host pid of process pid's first child (from /proc), or 0. */
+static pid_t
+only_child(pid_t pid)
+{
+    char path[96], text[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    text[n] = '\0';
+    long c = strtol(text, NULL, 10);
+    return c > 1 && c <= INT_MAX ? (pid_t)c : 0;
+}
+
 static void
 on_child_gone(uv_poll_t *h, int status, int events)
 {
@@ -1381,6 +1778,10 @@ on_status(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         p = strchr(p, ':');
         if (p != NULL) {
             long pid = strtol(p + 1, NULL, 10);
+            if (sb->own_pidns) {
+                /* bwrap counts in its own namespace; ours is its only child. */
+                pid = only_child(sb->bwrap_pid);
+            }
             if (pid > 1 && pid <= INT_MAX) {
                 sb->child_pid = (pid_t)pid;
                 /* A pidfd pins the process: a later kill cannot hit a reused pid. */
@@ -1419,6 +1820,7 @@ on_exit_ready(uv_poll_t *h, int status, int events)
     uv_poll_stop(h);
     sb->exited = 1;
     sb->wait_status = r == sb->bwrap_pid ? st : (255 << 8);
+    status_release(sb);
     /* pid 1 of the namespace is gone with bwrap; the pipes follow. Bound the wait. */
     if (!sb->killing) {
         uv_timer_stop(&sb->timer);
@@ -1498,7 +1900,7 @@ spawn(uv_loop_t *loop, const struct sandbox_spec *spec, int warm, struct sandbox
     char bwrap[SANDBOX_PATH_MAX];
     int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_st[2] = {-1, -1}, p_ex[2] = {-1, -1};
     int devnull = -1, seccomp_fd = -1, cmd_fd = -1, cgroup_fd = -1;
-    int p_block[2] = {-1, -1}, p_script[2] = {-1, -1};
+    int p_block[2] = {-1, -1}, p_script[2] = {-1, -1}, p_map[2] = {-1, -1};
     int rc = -1, e = 0;
     ssize_t n;
     pid_t pid;
@@ -1508,7 +1910,7 @@ spawn(uv_loop_t *loop, const struct sandbox_spec *spec, int warm, struct sandbox
     if (sb == NULL) {
         return err_set(err, ERR_NOMEM, "out of memory starting the sandbox");
     }
-    sb->bwrap_pidfd = sb->child_pidfd = -1;
+    sb->bwrap_pidfd = sb->child_pidfd = sb->status_keep = -1;
     limits_fill(&sb->lim, &spec->limits);
     if (spec_check(spec, &sb->lim, err) < 0) {
         goto out;
@@ -1595,11 +1997,47 @@ spawn:
     cp.rl_cpu.rlim_max = (rlim_t)sb->lim.cpu_secs + 1; /* SIGXCPU first, then SIGKILL */
     set_rl(&cp.rl_fsize, sb->lim.file_size_bytes);
     set_rl(&cp.rl_core, 0);
+    if (geteuid() == 0) {
+        uint32_t uid, gid;
+        sandbox_user(spec, &uid, &gid);
+        cp.drop = 1;
+        cp.uid = (uid_t)uid;
+        cp.gid = (gid_t)gid;
+    }
+    cp.parent = getpid();
+    cp.map_rd = cp.map_wr = -1;
+    /*
+     * Not root: a pid namespace needs a user namespace of its own, in which the child maps
+     * just our uid and gid (written by us below, the child waits for them on a pipe that
+     * reaches EOF if we die). Where user namespaces cannot nest, plain fork.
+     */
+    cp.own_pidns = geteuid() == 0 || userns_nest_ok;
+    cp.userns = geteuid() != 0 && userns_nest_ok;
+    if (cp.userns && pipe2(p_map, O_CLOEXEC) == 0) {
+        cp.map_rd = p_map[0];
+        cp.map_wr = p_map[1];
+    } else if (cp.userns) {
+        cp.own_pidns = cp.userns = 0;
+    }
+    sb->own_pidns = cp.own_pidns;
 
     sb->start_ms = time_mono_ms();
     pid = spawn_child(&cp);
+    if (pid < 0 && cp.userns) {
+        userns_nest_ok = 0; /* not allowed here: every later sandbox forks plainly */
+        cp.own_pidns = cp.userns = 0;
+        sb->own_pidns = 0;
+        pid = spawn_child(&cp);
+    }
     if (pid < 0) {
         err_set(err, ERR_IO, "cannot start the sandbox process: %s", strerror(errno));
+        goto out;
+    }
+    if (cp.userns && userns_map(pid, p_map[1]) < 0) {
+        int st;
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        err_set(err, ERR_IO, "cannot map the sandbox's user namespace: %s", strerror(errno));
         goto out;
     }
     sb->bwrap_pid = pid;
@@ -1649,6 +2087,7 @@ spawn:
     sb->handles = 5;
     uv_pipe_open(&sb->out_pipe, p_out[0]);
     uv_pipe_open(&sb->err_pipe, p_err[0]);
+    sb->status_keep = fcntl(p_st[0], F_DUPFD_CLOEXEC, 3);
     uv_pipe_open(&sb->status_pipe, p_st[0]);
     p_out[0] = p_err[0] = p_st[0] = -1;
     sb->out_open = sb->err_open = sb->status_open = 1;
@@ -1692,6 +2131,9 @@ out:
         }
         if (p_script[i] >= 0) {
             close(p_script[i]);
+        }
+        if (p_map[i] >= 0) {
+            close(p_map[i]);
         }
     }
     if (devnull >= 0) {
@@ -1760,7 +2202,8 @@ struct sandbox_prep {
     struct sandbox_limits lim;
     struct bind_id *ids;
     size_t n_ids;
-    int orphaned; /* freed by its owner while bwrap was still being reaped */
+    uint32_t uid, gid; /* the host user it runs as */
+    int orphaned;      /* freed by its owner while bwrap was still being reaped */
 };
 
 enum sandbox_warm
@@ -1891,6 +2334,7 @@ sandbox_prepare(uv_loop_t *loop, const struct sandbox_spec *spec, struct sandbox
         return -1;
     }
     p->lim = p->sb->lim;
+    sandbox_user(spec, &p->uid, &p->gid);
     p->sb->prepared = 1;
     p->sb->cb.on_output = NULL;
     p->sb->cb.on_exit = prep_on_exit;
@@ -1960,27 +2404,10 @@ mountinfo_has(const char *mi, const char *point)
 static pid_t
 prep_child(const struct sandbox *sb)
 {
-    char path[96], text[64];
-    ssize_t n;
-    int fd;
-
     if (sb->child_pid > 0) {
         return sb->child_pid;
     }
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sb->bwrap_pid,
-             (int)sb->bwrap_pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    n = read(fd, text, sizeof(text) - 1);
-    close(fd);
-    if (n <= 0) {
-        return 0;
-    }
-    text[n] = '\0';
-    long pid = strtol(text, NULL, 10);
-    return pid > 1 && pid <= INT_MAX ? (pid_t)pid : 0;
+    return only_child(sb->bwrap_pid);
 }
 
 /*
@@ -2047,9 +2474,14 @@ sandbox_prepared_valid(const struct sandbox_prep *p, const struct sandbox_spec *
     size_t n_ids = 0;
     char bwrap[SANDBOX_PATH_MAX];
     struct err err;
+    uint32_t uid, gid;
     int ok = 0;
 
     if (p == NULL || p->sb == NULL || bwrap_gone(p->sb)) {
+        return 0;
+    }
+    sandbox_user(spec, &uid, &gid);
+    if (uid != p->uid || gid != p->gid) {
         return 0;
     }
     limits_fill(&lim, &spec->limits);
@@ -2223,9 +2655,15 @@ sandbox_prepared_free(struct sandbox_prep *p)
         int st;
         if (sb->child_pid > 0) {
             signal_kill(sb->child_pidfd, sb->child_pid);
+            signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
+        } else {
+            kill_unknown(sb);
         }
-        signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
         while (waitpid(sb->bwrap_pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        status_release(sb);
+        if (sb->cgroup[0]) {
+            cgroup_remove(sb->cgroup);
         }
         /*
          * Only the daemon's shutdown gets here, after uv_run returned: every handle of sb
@@ -2245,12 +2683,9 @@ sandbox_prepared_free(struct sandbox_prep *p)
         return;
     }
     /*
-     * Once bwrap has reported the sandbox's pid 1 we SIGKILL that (it takes the namespace
-     * along), then bwrap. Before that we must not kill bwrap alone: caught in the middle of
-     * its set-up, it can leave a pid 1 we cannot name waiting forever for a uid map. So
-     * then we give it EOF on the block and script pipes instead: it finishes its set-up,
-     * finds no script (the prelude exits 126) and exits by itself. Either way no command ever runs:
-     * there is none. The timer bounds the wait, and kills by then.
+     * Kill now: the sandbox's pid 1 if bwrap has reported it (it takes the namespace
+     * along), else bwrap's children while bwrap is stopped (kill_unknown); never bwrap
+     * alone, which could leave a pid 1 waiting forever for its uid map. The loop reaps.
      */
     p->orphaned = 1;
     sb->prepared = 0;
@@ -2263,11 +2698,7 @@ sandbox_prepared_free(struct sandbox_prep *p)
         close(p->script_wr);
         p->script_wr = -1;
     }
-    if (sb->child_pid > 0) {
-        kill_all(sb);
-    } else {
-        uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
-    }
+    kill_all(sb);
 }
 
 /*

@@ -5,6 +5,8 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +70,12 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res, struct 
     return rc;
 }
 
-/* Runs argv (absolute program) with stdout captured into out; returns the exit status. */
+/*
+ * Runs argv (absolute program) with stdout captured into out; returns the exit status.
+ * A root caller runs it as uid/gid (the sandbox user), as the sandbox would run bwrap.
+ */
 static int
-capture_cmd(char *const argv[], char *out, size_t size)
+capture_cmd_as(char *const argv[], uint32_t uid, uint32_t gid, char *out, size_t size)
 {
     int fds[2], st = 0;
     size_t len = 0;
@@ -90,6 +95,10 @@ capture_cmd(char *const argv[], char *out, size_t size)
         static char *const no_env[] = {NULL};
         dup2(fds[1], 1);
         dup2(fds[1], 2);
+        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+                               setresuid(uid, uid, uid) != 0)) {
+            _exit(126);
+        }
         execve(argv[0], argv, no_env);
         _exit(127);
     }
@@ -115,6 +124,12 @@ capture_cmd(char *const argv[], char *out, size_t size)
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int
+capture_cmd(char *const argv[], char *out, size_t size)
+{
+    return capture_cmd_as(argv, (uint32_t)geteuid(), (uint32_t)getegid(), out, size);
 }
 
 static int
@@ -144,13 +159,26 @@ probe_fail(struct sandbox_probe *p, struct err *err, int code, const char *msg, 
 int
 sandbox_probe(struct sandbox_probe *p, struct err *err)
 {
+    return sandbox_probe_as(0, 0, p, err);
+}
+
+int
+sandbox_probe_as(uint32_t want_uid, uint32_t want_gid, struct sandbox_probe *p, struct err *err)
+{
     char out[4096], tmpl[] = "/tmp/drun-probe-XXXXXX";
     struct sandbox_spec spec;
     struct sandbox_result res;
     struct err e2;
+    uint32_t uid, gid;
     int rc;
 
     memset(p, 0, sizeof(*p));
+    memset(&spec, 0, sizeof(spec));
+    spec.uid = want_uid;
+    spec.gid = want_gid;
+    sandbox_user(&spec, &uid, &gid);
+    p->run_uid = uid;
+    p->userns_clone = read_int_file("/proc/sys/kernel/unprivileged_userns_clone");
     p->apparmor_restrict = read_int_file("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
     p->pids_cgroup = -1;
     {
@@ -185,7 +213,8 @@ sandbox_probe(struct sandbox_probe *p, struct err *err)
                         (char *)"/",
                         (char *)"/bin/true",
                         NULL};
-        rc = capture_cmd(argv, out, sizeof(out));
+        /* As the user bwrap runs as: a root daemon's bwrap is not root either. */
+        rc = capture_cmd_as(argv, uid, gid, out, sizeof(out));
         p->userns_ok = rc == 0;
     }
     if (!p->userns_ok) {
@@ -199,9 +228,12 @@ sandbox_probe(struct sandbox_probe *p, struct err *err)
             return probe_fail(p, err, ERR_DENIED, "user namespaces are disabled",
                               "enable them: 'sudo sysctl -w user.max_user_namespaces=15000'");
         }
-        if (read_int_file("/proc/sys/kernel/unprivileged_userns_clone") == 0) {
-            return probe_fail(p, err, ERR_DENIED, "unprivileged user namespaces are disabled",
-                              "enable them: 'sudo sysctl -w kernel.unprivileged_userns_clone=1'");
+        if (p->userns_clone == 0) {
+            return probe_fail(p, err, ERR_DENIED,
+                              "unprivileged user namespaces are disabled (Debian's bwrap is "
+                              "not setuid, and a root daemon starts it as the sandbox user)",
+                              "enable them: 'sudo sysctl -w kernel.unprivileged_userns_clone=1' "
+                              "(persist it in /etc/sysctl.d/)");
         }
         return probe_fail(p, err, ERR_DENIED, "bwrap cannot create a user namespace here",
                           "in a container, run it with user namespaces allowed (e.g. docker "
@@ -211,7 +243,11 @@ sandbox_probe(struct sandbox_probe *p, struct err *err)
         return probe_fail(p, err, ERR_IO, "cannot make a temporary directory",
                           "make sure $TMPDIR or /tmp is writable");
     }
-    memset(&spec, 0, sizeof(spec));
+    if (geteuid() == 0 && chown(tmpl, uid, gid) != 0) {
+        rmdir(tmpl);
+        return probe_fail(p, err, ERR_IO, "cannot give the probe's directory to the sandbox user",
+                          "make sure $TMPDIR or /tmp is a normal local directory");
+    }
     spec.workspace_dir = tmpl;
     spec.command = "echo drun-sandbox-ok";
     spec.command_len = strlen(spec.command);

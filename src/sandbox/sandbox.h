@@ -83,7 +83,43 @@ struct sandbox_spec {
     const char *path_env; /* PATH inside; NULL = /usr/local/bin:/usr/bin:/bin */
     struct sandbox_limits limits;
     int network; /* 0 (default): no network namespace access at all; 1: share the host's */
+    /*
+     * The host uid/gid the sandbox runs as when the daemon is root (sandbox_uid and
+     * sandbox_gid in config.toml); 0 means SANDBOX_UID_DEFAULT. A daemon that is not root
+     * cannot change its uid, and its sandboxes run as itself: these are then ignored.
+     */
+    uint32_t uid, gid;
 };
+
+#define SANDBOX_UID_DEFAULT 65534 /* nobody */
+#define SANDBOX_GID_DEFAULT 65534 /* nogroup */
+
+/*
+ * The host uid and gid a command of spec runs as: the spec's (or the default) when the
+ * daemon is root, else the daemon's own. Its workspace directory must belong to them.
+ */
+void sandbox_user(const struct sandbox_spec *spec, uint32_t *uid, uint32_t *gid);
+
+/*
+ * 1 if host user uid/gid can reach directory `path` (search permission on each directory
+ * on the way): bwrap runs as that user, so it must reach every bind source, the workspace
+ * first of all. Always 1 for a daemon that is not root (bwrap runs as the daemon).
+ */
+int sandbox_reachable(const char *path, uint32_t uid, uint32_t gid);
+
+/*
+ * Kills every sandbox this process started that is still alive, running or prepared, and
+ * removes their pids cgroups. For the daemon's exit paths, after the loop has stopped;
+ * returns the number of cgroups it could not remove (0 when all is clean).
+ */
+int sandbox_cleanup(void);
+
+/*
+ * Removes what dead processes left: pids cgroups named drun-sandbox-<pid>-<n> whose pid
+ * is not a live process started before the cgroup was made (their processes are killed
+ * first). Never touches those of a live process. Returns how many were removed.
+ */
+int sandbox_sweep(void);
 
 enum sandbox_stream { SANDBOX_STDOUT = 1, SANDBOX_STDERR = 2 };
 
@@ -221,6 +257,8 @@ struct sandbox_probe {
     int userns_ok;         /* an unprivileged user namespace can be created */
     int apparmor_restrict; /* kernel.apparmor_restrict_unprivileged_userns: -1 absent, 0, 1 */
     int pids_cgroup;       /* 1 if a pids cgroup can be used for the process limit */
+    uint32_t run_uid;      /* the host uid commands run as (never 0) */
+    int userns_clone;      /* kernel.unprivileged_userns_clone: -1 absent, 0, 1 */
     int sandbox_ok;        /* a real command ran in the sandbox and printed what it should */
     char fix[1024];        /* what to do, for the first failing check; "" if all passed */
 };
@@ -230,6 +268,10 @@ struct sandbox_probe {
  * first problem. Never suggests or falls back to running unsandboxed.
  */
 int sandbox_probe(struct sandbox_probe *p, struct err *err);
+
+/* sandbox_probe for a root daemon whose commands run as want_uid/want_gid (0: default). */
+int sandbox_probe_as(uint32_t want_uid, uint32_t want_gid, struct sandbox_probe *p,
+                     struct err *err);
 
 /*
  * macOS: builds the SBPL profile for a spec's read and write sets into out (with every

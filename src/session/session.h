@@ -58,10 +58,12 @@ struct session_limits {
     int64_t max_checkpoints;  /* live checkpoints up to and including the head */
     int64_t max_workspace_mb; /* logical bytes of one checkpoint's files, in MiB */
     int64_t idle_secs;        /* a session idle longer than this refuses mutations; 0: never */
+    uint32_t sandbox_uid;     /* host user a root daemon's commands run as; 0: the default */
+    uint32_t sandbox_gid;
 };
 
 /* The reference's defaults (section 7.2). */
-#define SESSION_LIMITS_DEFAULT ((struct session_limits){50, 200, 512, 3600})
+#define SESSION_LIMITS_DEFAULT ((struct session_limits){50, 200, 512, 3600, 0, 0})
 
 /* The largest result a read builds (raw bytes before JSON/base64 encoding). */
 #define SESSION_READ_MAX ((size_t)8 << 20)
@@ -111,6 +113,17 @@ void session_mgr_free(struct session_mgr *m);
 
 /* Replaces the limits (the tools layer fills them from policy before each call). */
 void session_mgr_set_limits(struct session_mgr *m, const struct session_limits *l);
+
+/*
+ * Makes this process's runtime directory and removes what dead drun processes left:
+ * their runtime directories (with the workspaces in them) and their sandboxes' pids
+ * cgroups, never those of a live process. Returns 0, or -1 with err when the runtime
+ * directory cannot be made (the first command would then fail the same way).
+ */
+int session_mgr_sweep(struct session_mgr *m, struct err *err);
+
+/* The runtime root this process's workspaces live under, once made (else NULL). */
+const char *session_mgr_runtime_root(const struct session_mgr *m);
 const struct session_limits *session_mgr_limits(const struct session_mgr *m);
 
 struct store *session_mgr_store(const struct session_mgr *m);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sandbox/sandbox.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/pathkey.h"
@@ -377,24 +378,27 @@ int
 session_workspace_prepare(struct session *s, struct ws_dir **dir, struct session_err *e)
 {
     struct session_mgr *m = s->mgr;
+    struct sandbox_spec who;
+    uint32_t uid, gid;
     struct buf p;
     int rc;
 
-    if (m->runtime == NULL) {
-        buf_init(&p, 4096);
-        if (ws_runtime_dir(m->runtime_cfg, &p, &e->base) < 0) {
-            buf_release(&p);
-            return session_fail_err(e, SESSION_E_OTHER, &e->base);
-        }
-        m->runtime = buf_detach(&p, NULL);
-        if (m->runtime == NULL) {
-            return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
-        }
+    if (m->runtime == NULL && session_runtime_init(m, &e->base) < 0) {
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
+    }
+    /* The workspace belongs to the user the commands run as (never root). */
+    memset(&who, 0, sizeof(who));
+    who.uid = m->limits.sandbox_uid;
+    who.gid = m->limits.sandbox_gid;
+    sandbox_user(&who, &uid, &gid);
+    if (s->dir != NULL && !ws_dir_owned_by(s->dir, uid, gid)) {
+        ws_dir_close(s->dir); /* the config changed the sandbox user: start afresh */
+        s->dir = NULL;
     }
     if (s->dir == NULL) {
         buf_init(&p, 4096);
         if (ws_runtime_session_path(m->runtime, s->id, &p, &e->base) < 0 ||
-            ws_dir_open_bounded(buf_cstr(&p), workspace_bound(s), &s->dir, &e->base) < 0) {
+            ws_dir_open_as(buf_cstr(&p), workspace_bound(s), uid, gid, &s->dir, &e->base) < 0) {
             buf_release(&p);
             return session_fail_err(e, SESSION_E_OTHER, &e->base);
         }

@@ -27,8 +27,9 @@ struct session {
 
 struct session_mgr {
     struct store *st;
-    char *runtime_cfg; /* as configured (NULL: default) */
-    char *runtime;     /* resolved on first use */
+    char *runtime_cfg;  /* as configured (NULL: default) */
+    char *runtime;      /* this process's directory under the root (pid-N), on first use */
+    char *runtime_root; /* the root it sits in */
     pid_t pid;
     int64_t start;
     struct session_limits limits;
@@ -60,5 +61,8 @@ void sess_set_head(struct session *s, int64_t head, struct ws_manifest *man);
 int sess_changes(const struct ws_manifest *from, const struct ws_manifest *to,
                  struct store_change **out, size_t *n, struct ws_diff_counts *counts,
                  struct session_err *e);
+
+/* Resolves the runtime root and makes this process's directory in it (m->runtime). */
+int session_runtime_init(struct session_mgr *m, struct err *err);
 
 #endif

@@ -14,9 +14,11 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "sandbox/sandbox.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/proc.h"
@@ -203,9 +205,112 @@ session_mgr_free(struct session_mgr *m)
     while (m->list != NULL) {
         session_detach(m, m->list);
     }
+    if (m->runtime != NULL) {
+        /* Every workspace in it is gone with its session: the directory goes too. */
+        struct err err;
+        if (rmdir(m->runtime) != 0 && ws_remove_tree(m->runtime, &err) < 0) {
+            log_warn("cannot remove the runtime directory '%s': %s", m->runtime, err.msg);
+        }
+    }
     mem_free(m->runtime_cfg);
     mem_free(m->runtime);
+    mem_free(m->runtime_root);
     mem_free(m);
+}
+
+int
+session_runtime_init(struct session_mgr *m, struct err *err)
+{
+    struct buf root, p;
+
+    if (m->runtime != NULL) {
+        return 0;
+    }
+    buf_init(&root, 4096);
+    buf_init(&p, 4096);
+    /*
+     * A root daemon without runtime_dir or $XDG_RUNTIME_DIR does not take the generic
+     * /tmp/drun-0: drun versions that ran commands as root keep it at 0700, which would
+     * lock the sandbox user out while both run. It uses /tmp/drun-root.
+     */
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *cfg = m->runtime_cfg;
+    if (cfg == NULL && geteuid() == 0 && (xdg == NULL || xdg[0] != '/')) {
+        cfg = "/tmp/drun-root";
+    }
+    if (ws_runtime_dir(cfg, &root, err) < 0) {
+        buf_release(&root);
+        buf_release(&p);
+        return -1;
+    }
+    if (geteuid() == 0) {
+        /*
+         * A root daemon's bwrap runs as the sandbox user, which must be able to pass
+         * through every directory above the workspaces. root's $XDG_RUNTIME_DIR is
+         * usually 0700: then the default moves to /tmp/drun-root (made 0711). Not
+         * /tmp/drun-0, which drun versions that ran commands as root keep at 0700.
+         */
+        struct sandbox_spec who;
+        uint32_t uid, gid;
+        memset(&who, 0, sizeof(who));
+        who.uid = m->limits.sandbox_uid;
+        who.gid = m->limits.sandbox_gid;
+        sandbox_user(&who, &uid, &gid);
+        if (!sandbox_reachable(buf_cstr(&root), uid, gid) && m->runtime_cfg == NULL) {
+            buf_reset(&root);
+            if (ws_runtime_dir("/tmp/drun-root", &root, err) < 0) {
+                buf_release(&root);
+                buf_release(&p);
+                return -1;
+            }
+        }
+        if (!sandbox_reachable(buf_cstr(&root), uid, gid)) {
+            err_set(err, ERR_DENIED,
+                    "runtime directory '%s' cannot be reached by the sandbox user (uid %lu), "
+                    "which root's commands run as; make each directory above it searchable "
+                    "(chmod o+x) or set 'runtime_dir' in config.toml to one that is",
+                    buf_cstr(&root), (unsigned long)uid);
+            buf_release(&root);
+            buf_release(&p);
+            return -1;
+        }
+    }
+    if (ws_runtime_proc_dir(buf_cstr(&root), m->pid, &p, err) < 0) {
+        buf_release(&root);
+        buf_release(&p);
+        return -1;
+    }
+    m->runtime_root = buf_detach(&root, NULL);
+    m->runtime = buf_detach(&p, NULL);
+    if (m->runtime == NULL || m->runtime_root == NULL) {
+        mem_free(m->runtime_root);
+        mem_free(m->runtime);
+        m->runtime = m->runtime_root = NULL;
+        return err_set(err, ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int
+session_mgr_sweep(struct session_mgr *m, struct err *err)
+{
+    int n;
+
+    if (session_runtime_init(m, err) < 0) {
+        return -1;
+    }
+    n = ws_runtime_sweep(m->runtime_root);
+    if (n > 0) {
+        log_info("removed %d runtime directories left by drun processes that are gone", n);
+    }
+    sandbox_sweep();
+    return 0;
+}
+
+const char *
+session_mgr_runtime_root(const struct session_mgr *m)
+{
+    return m->runtime_root;
 }
 
 void

@@ -575,6 +575,8 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     spec->limits.file_size_bytes = (uint64_t)p->sandbox_file_size_mb << 20;
     spec->limits.nproc = (uint64_t)p->sandbox_max_processes;
     spec->limits.tmp_size_bytes = (uint64_t)p->sandbox_tmp_size_mb << 20;
+    spec->uid = (uint32_t)p->sandbox_uid;
+    spec->gid = (uint32_t)p->sandbox_gid;
     spec->limits.max_output_bytes = (size_t)p->max_output_bytes;
     spec->limits.max_command_bytes = SANDBOX_COMMAND_MAX_DEFAULT;
 }

@@ -263,6 +263,8 @@ policy_json(cJSON *c, const struct policy *p, const char *db_in_use)
     cJSON_AddNumberToObject(c, "sandbox_file_size_mb", (double)p->sandbox_file_size_mb);
     cJSON_AddNumberToObject(c, "sandbox_max_processes", (double)p->sandbox_max_processes);
     cJSON_AddNumberToObject(c, "sandbox_tmp_size_mb", (double)p->sandbox_tmp_size_mb);
+    cJSON_AddNumberToObject(c, "sandbox_uid", (double)p->sandbox_uid);
+    cJSON_AddNumberToObject(c, "sandbox_gid", (double)p->sandbox_gid);
     /* db_path is read once at start-up; show the file actually in use. */
     if (db_in_use != NULL) {
         cJSON_AddStringToObject(c, "db_path", db_in_use);

@@ -33,6 +33,8 @@ tsess_mgr(struct tool_call *call)
             lim.max_checkpoints = p->max_checkpoints;
             lim.max_workspace_mb = p->max_workspace_mb;
             lim.idle_secs = p->session_idle_timeout_secs;
+            lim.sandbox_uid = (uint32_t)p->sandbox_uid;
+            lim.sandbox_gid = (uint32_t)p->sandbox_gid;
             session_mgr_set_limits(env->sessions, &lim);
             policy_unref(p);
         }

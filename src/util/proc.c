@@ -66,3 +66,44 @@ proc_alive(pid_t pid, int64_t start_time)
     now = proc_start_time(pid);
     return now >= 0 && now == start_time;
 }
+
+/* Start of the boot in seconds since the epoch (btime of /proc/stat), or -1. */
+static int64_t
+boot_time(void)
+{
+    char line[128];
+    int64_t bt = -1;
+    FILE *f = fopen("/proc/stat", "re");
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "btime ", 6) == 0) {
+            bt = strtoll(line + 6, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return bt;
+}
+
+int
+proc_maker_alive(pid_t pid, int64_t made)
+{
+    int64_t ticks, bt;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (pid <= 0) {
+        return 0;
+    }
+    ticks = proc_start_time(pid);
+    if (ticks < 0) {
+        return 0;
+    }
+    bt = boot_time();
+    if (bt < 0 || hz <= 0) {
+        return 1;
+    }
+    return bt + ticks / hz <= made + 1;
+}

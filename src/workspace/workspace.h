@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/buf.h"
 #include "util/err.h"
@@ -221,6 +222,23 @@ void ws_bound_enable(int on);
 /* 1 if workspaces are bounded by a mount (ws_bound_enable was called with 1). */
 int ws_bound_enabled(void);
 
+/*
+ * ws_dir_open for a directory that belongs to another host user: a root daemon's
+ * sandbox runs as uid/gid (never root), so its workspace, and every entry a sync creates
+ * in it, belongs to that user. A directory found owned by anyone else is emptied and
+ * given to uid/gid (nothing a previous owner left is trusted). Only root may name a
+ * uid other than its own; for anyone else this is ws_dir_open_bounded. A bounding tmpfs
+ * (bound_bytes, as ws_dir_open_bounded) belongs to uid/gid too.
+ */
+int ws_dir_open_as(const char *path, uint64_t bound_bytes, uint32_t uid, uint32_t gid,
+                   struct ws_dir **out, struct err *err);
+
+/* 1 if d was opened by ws_dir_open_as(path, uid, gid) (the same effective owner). */
+int ws_dir_owned_by(const struct ws_dir *d, uint32_t uid, uint32_t gid);
+
+/* Removes the directory tree at absolute `path` (links never followed). */
+int ws_remove_tree(const char *path, struct err *err);
+
 /* Closes the fd and frees the memory; leaves the files. NULL is a no-op. */
 void ws_dir_close(struct ws_dir *d);
 
@@ -313,6 +331,26 @@ void ws_dir_stats(const struct ws_dir *d, struct ws_dir_stats *out);
  * tightened to 0700 if it was looser.
  */
 int ws_runtime_dir(const char *configured, struct buf *out, struct err *err);
+
+/*
+ * The runtime root's mode: 0700, or 0711 for root, whose sandboxes run as another user
+ * that must pass through it (search only: no listing) to reach its own workspace.
+ */
+#define WS_RUNTIME_MODE(euid) ((euid) == 0 ? 0711 : 0700)
+
+/*
+ * This process's own directory under the runtime root, `root`/pid-`pid`: made (mode as
+ * the root's) and appended to out. Workspaces go inside it, so what a process leaves
+ * when it is killed is found by its pid (ws_runtime_sweep).
+ */
+int ws_runtime_proc_dir(const char *root, pid_t pid, struct buf *out, struct err *err);
+
+/*
+ * Removes the pid-N directories under `root` whose process is gone (not a live process
+ * started before the directory was made; util/proc.h), never this process's or a live
+ * one's. Returns how many were removed; failures are logged by the caller's count only.
+ */
+int ws_runtime_sweep(const char *root);
 
 /*
  * Appends `runtime`/ws-`session_id` to out. The id must be 1..64 characters of

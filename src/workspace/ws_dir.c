@@ -97,24 +97,73 @@ ws_dir_adopt(struct ws_dir *d, struct ws_manifest *m, struct ws_stat *cache)
 }
 
 int
+ws_dir_own(const struct ws_dir *d, int pfd, const char *leaf, const char *shown, struct err *err)
+{
+    if (d->chown && fchownat(pfd, leaf, d->uid, d->gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        return err_set(err, ERR_IO, "cannot give '%s' to the sandbox user: %s", shown,
+                       strerror(errno));
+    }
+    return 0;
+}
+
+int
+ws_dir_owned_by(const struct ws_dir *d, uint32_t uid, uint32_t gid)
+{
+    if (!(geteuid() == 0 && uid != 0)) {
+        return !d->chown;
+    }
+    return d->chown && d->uid == (uid_t)uid && d->gid == (gid_t)gid;
+}
+
+int
+ws_remove_tree(const char *path, struct err *err)
+{
+    return ws_fs_rm(AT_FDCWD, path, path, err);
+}
+
+int
 ws_dir_open(const char *path, struct ws_dir **out, struct err *err)
 {
-    return ws_dir_open_bounded(path, 0, out, err);
+    return ws_dir_open_as(path, 0, (uint32_t)geteuid(), (uint32_t)getegid(), out, err);
 }
 
 int
 ws_dir_open_bounded(const char *path, uint64_t bound_bytes, struct ws_dir **out, struct err *err)
 {
+    return ws_dir_open_as(path, bound_bytes, (uint32_t)geteuid(), (uint32_t)getegid(), out, err);
+}
+
+int
+ws_dir_open_as(const char *path, uint64_t bound_bytes, uint32_t uid, uint32_t gid,
+               struct ws_dir **out, struct err *err)
+{
     struct ws_dir *d = NULL;
     struct stat st;
     int created = 0;
+    int other = geteuid() == 0 && uid != 0;
 
     *out = NULL;
+    if (!other) {
+        uid = (uint32_t)geteuid();
+        gid = (uint32_t)getegid();
+    }
+    if (other && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+        (st.st_uid != uid || st.st_gid != gid)) {
+        /* Left by a daemon that ran commands as another user: start afresh. */
+        if (ws_fs_rm(AT_FDCWD, path, path, err) != 0) {
+            return -1;
+        }
+    }
     if (mkdir(path, 0700) == 0) {
         created = 1;
     } else if (errno != EEXIST) {
         return err_set(err, ERR_IO, "cannot make the workspace directory '%s': %s", path,
                        strerror(errno));
+    }
+    /* Before the bound is mounted: its tmpfs root takes the directory's owner and mode. */
+    if (other && created && chown(path, uid, gid) != 0) {
+        return err_set(err, ERR_IO, "cannot give the workspace directory '%s' to uid %lu: %s", path,
+                       (unsigned long)uid, strerror(errno));
     }
     d = mem_calloc(1, sizeof(*d));
     if (d == NULL) {
@@ -140,10 +189,14 @@ ws_dir_open_bounded(const char *path, uint64_t bound_bytes, struct ws_dir **out,
                                                    : strerror(errno));
         goto fail;
     }
-    if (fstat(d->root_fd, &st) != 0 || st.st_uid != geteuid()) {
-        err_set(err, ERR_DENIED, "workspace directory '%s' is not owned by this user", path);
+    if (fstat(d->root_fd, &st) != 0 || st.st_uid != uid) {
+        err_set(err, ERR_DENIED, "workspace directory '%s' is not owned by uid %lu", path,
+                (unsigned long)uid);
         goto fail;
     }
+    d->chown = other;
+    d->uid = (uid_t)uid;
+    d->gid = (gid_t)gid;
     if (ws_manifest_new(&d->man, err) != 0) {
         err_set(err, ERR_NOMEM, "cannot open workspace '%s': out of memory", path);
         goto fail;
@@ -254,14 +307,18 @@ write_all(int fd, const char *data, size_t len, const char *shown, struct err *e
  * holding its bytes; on any failure the partial file is removed again.
  */
 static int
-write_streamed(const struct ws_entry *e, const struct ws_blobs *blobs, int pfd, const char *leaf,
-               const char *q, struct stat *st, struct err *err)
+write_streamed(const struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *blobs,
+               int pfd, const char *leaf, const char *q, struct stat *st, struct err *err)
 {
     mode_t mode = e->type == WS_EXEC ? 0755 : 0644;
     int fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 
     if (fd < 0) {
         return err_set(err, ERR_IO, "cannot create '%s': %s", q, strerror(errno));
+    }
+    if (d->chown && fchown(fd, d->uid, d->gid) != 0) {
+        err_set(err, ERR_IO, "cannot give '%s' to the sandbox user: %s", q, strerror(errno));
+        goto fail;
     }
     if (blobs->write_fd(blobs->ctx, e->hash, e->size, fd, err) != 0) {
         err_wrap(err, "cannot write '%s'", q);
@@ -318,6 +375,9 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
                 err_set(err, ERR_IO, "cannot make directory '%s': %s", q, strerror(errno));
                 goto out;
             }
+            if (ws_dir_own(d, pfd, leaf, q, err) != 0) {
+                goto out;
+            }
             d->stats.dirs_made++;
         }
         if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -332,7 +392,7 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
         goto out;
     }
     if (e->type != WS_SYMLINK && blobs->write_fd != NULL && e->size >= WS_STREAM_MIN) {
-        rc = write_streamed(e, blobs, pfd, leaf, q, &st, err);
+        rc = write_streamed(d, e, blobs, pfd, leaf, q, &st, err);
         if (rc == 0) {
             ws_stat_from(c, &st);
             d->stats.files_written++;
@@ -359,6 +419,9 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
             err_set(err, ERR_IO, "cannot make symlink '%s': %s", q, strerror(errno));
             goto out;
         }
+        if (ws_dir_own(d, pfd, leaf, q, err) != 0) {
+            goto out;
+        }
         if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
             err_set(err, ERR_IO, "cannot inspect '%s': %s", q, strerror(errno));
             goto out;
@@ -368,6 +431,10 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
         fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd < 0) {
             err_set(err, ERR_IO, "cannot create '%s': %s", q, strerror(errno));
+            goto out;
+        }
+        if (d->chown && fchown(fd, d->uid, d->gid) != 0) {
+            err_set(err, ERR_IO, "cannot give '%s' to the sandbox user: %s", q, strerror(errno));
             goto out;
         }
         if (write_all(fd, blob->data, blob->len, q, err) != 0) {

@@ -91,6 +91,15 @@ open_component(int cur, const char *name, const char *shown, int flags, int *out
         if (mkdirat(cur, name, 0755) != 0 && errno != EEXIST) {
             return err_set(err, ERR_IO, "cannot make directory '%s': %s", shown, strerror(errno));
         }
+        /*
+         * A root daemon's workspace belongs to the sandbox user (ws_dir_open_as): a
+         * directory made in it inherits its parent's owner, so commands can write there.
+         */
+        if (geteuid() == 0 && fstat(cur, &st) == 0 && st.st_uid != 0 &&
+            fchownat(cur, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+            return err_set(err, ERR_IO, "cannot give directory '%s' to its owner: %s", shown,
+                           strerror(errno));
+        }
     }
     return err_set(err, ERR_IO, "'%s' keeps changing while drun makes it a directory", shown);
 }

@@ -95,7 +95,14 @@ struct ws_dir {
     int skipped;               /* the last rescan left entries it could not store */
     int bound_mounted;         /* a size-capped tmpfs is mounted on the root (ws_bound.c) */
     uint64_t bound_bytes;      /* its size */
+    int chown;                 /* entries a sync creates go to uid/gid (root daemon) */
+    uid_t uid;
+    gid_t gid;
 };
+
+/* Gives the entry `leaf` in pfd to d's owner when d has one (no-op otherwise). */
+int ws_dir_own(const struct ws_dir *d, int pfd, const char *leaf, const char *shown,
+               struct err *err);
 
 /* The parent part and the leaf of a normal-form key ("a/b/c" -> "a/b", "c"). */
 void ws_split(const char *path, size_t *parent_len, const char **leaf);

@@ -9,11 +9,16 @@
  */
 #include "workspace/ws_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "util/proc.h"
 
 int
 ws_runtime_dir(const char *configured, struct buf *out, struct err *err)
@@ -40,7 +45,7 @@ ws_runtime_dir(const char *configured, struct buf *out, struct err *err)
         rc = err_set(err, ERR_INVAL, "runtime directory '%s' must be an absolute path", path.data);
         goto out;
     }
-    if (mkdir(path.data, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(path.data, WS_RUNTIME_MODE(geteuid())) != 0 && errno != EEXIST) {
         rc = err_set(err, ERR_IO, "cannot make the runtime directory '%s': %s", path.data,
                      strerror(errno));
         goto out;
@@ -71,7 +76,8 @@ ws_runtime_dir(const char *configured, struct buf *out, struct err *err)
                      path.data, (unsigned)(st.st_mode & 0777), path.data);
         goto out;
     }
-    if ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) != 0) {
+    if ((st.st_mode & 0777) != WS_RUNTIME_MODE(geteuid()) &&
+        fchmod(fd, WS_RUNTIME_MODE(geteuid())) != 0) {
         rc = err_set(err, ERR_IO, "cannot make '%s' private: %s", path.data, strerror(errno));
         goto out;
     }
@@ -112,4 +118,67 @@ ws_runtime_session_path(const char *runtime, const char *session_id, struct buf 
         return buf_err(out, "the workspace path", err);
     }
     return 0;
+}
+
+int
+ws_runtime_proc_dir(const char *root, pid_t pid, struct buf *out, struct err *err)
+{
+    size_t start = out->len;
+    struct stat st;
+
+    buf_printf(out, "%s/pid-%ld", root, (long)pid);
+    if (buf_failed(out)) {
+        buf_truncate(out, start);
+        return buf_err(out, "the runtime directory path", err);
+    }
+    if (mkdir(out->data + start, WS_RUNTIME_MODE(geteuid())) != 0 && errno != EEXIST) {
+        err_set(err, ERR_IO, "cannot make '%s': %s", out->data + start, strerror(errno));
+        buf_truncate(out, start);
+        return -1;
+    }
+    if (lstat(out->data + start, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        err_set(err, ERR_DENIED, "'%s' is not a directory owned by this user; remove it",
+                out->data + start);
+        buf_truncate(out, start);
+        return -1;
+    }
+    return 0;
+}
+
+int
+ws_runtime_sweep(const char *root)
+{
+    struct dirent *de;
+    int removed = 0;
+    DIR *d = opendir(root);
+
+    if (d == NULL) {
+        return 0;
+    }
+    while ((de = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        struct stat st;
+        struct err err;
+        char *end;
+        long pid;
+
+        if (strncmp(de->d_name, "pid-", 4) != 0) {
+            continue;
+        }
+        pid = strtol(de->d_name + 4, &end, 10);
+        if (end == de->d_name + 4 || *end != '\0' || pid <= 0 || pid > INT_MAX ||
+            (pid_t)pid == getpid()) {
+            continue;
+        }
+        if (snprintf(path, sizeof(path), "%s/%s", root, de->d_name) >= (int)sizeof(path) ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+            proc_maker_alive((pid_t)pid, (int64_t)st.st_ctime)) {
+            continue;
+        }
+        if (ws_fs_rm(AT_FDCWD, path, path, &err) == 0) {
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
 }

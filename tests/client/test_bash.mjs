@@ -8,7 +8,7 @@
 // command, 100 MiB of output, invalid UTF-8, the busy rule and concurrency across
 // sessions. The long-running commands wait on a gate file the test creates in a
 // read-only mount_allowlist directory, so nothing here depends on timing.
-import { mkdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -53,6 +53,9 @@ try {
 }
 
 const tmp = makeTmp();
+// A root daemon's sandbox user must reach the allowlisted gates directory (and the
+// workspaces): paths it cannot reach are left out of the sandbox.
+chmodSync(tmp, 0o711);
 const db = join(tmp, 'bash.db');
 const cfg = join(tmp, 'config.toml');
 const gates = join(tmp, 'gates');

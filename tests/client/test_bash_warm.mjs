@@ -14,7 +14,7 @@
 // whether it exits normally or is killed with SIGKILL (--die-with-parent).
 // Processes are found through /proc (children of the daemon). Waiting for a killed
 // process to disappear polls /proc with a bound; nothing asserts on speed.
-import { mkdirSync, writeFileSync, utimesSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync, utimesSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { MCP, RawServer, Results, assert, assertEq, makeTmp } from './lib.mjs';
@@ -33,6 +33,7 @@ try {
 }
 
 const tmp = makeTmp();
+chmodSync(tmp, 0o711); // a root daemon's sandbox user passes through to its workspaces
 const extra = join(tmp, 'extra');
 mkdirSync(extra);
 writeFileSync(join(extra, 'marker.txt'), 'visible\n');
@@ -79,7 +80,7 @@ function waiting(pid) {
 async function start(name, env = {}, db = null) {
   const dir = join(tmp, name);
   mkdirSync(dir);
-  mkdirSync(join(dir, 'xdg'), { mode: 0o700 });
+  mkdirSync(join(dir, 'xdg'), { mode: 0o711 }); // a root daemon's sandbox user passes through
   const cfg = join(dir, 'config.toml');
   writeConfig(cfg, BASE);
   const srv = new RawServer(MCP, ['--db', db || join(dir, 'w.db'), '--config', cfg], { XDG_RUNTIME_DIR: join(dir, 'xdg'), DRUN_SANDBOX_WARM: 'auto', ...env });
@@ -199,7 +200,7 @@ await R.run('a session with an overlay runs warm, overlay visible, mount point n
   assertEq(st.workspace_file_count, 4, 'checkpoint: a.txt and f0..f2 only, no mount point');
   const ls = await O.bash(sid, 'ls -a node_modules/..; ls node_modules');
   assertEq(ls.stdout_tail, '.\n..\na.txt\nf0.txt\nf1.txt\nf2.txt\nnode_modules\npkg\n', 'the mount point shows inside only');
-  assert(!existsSync(join(O.dir, 'xdg', 'drun', `ws-${sid}`, 'node_modules', 'pkg')), 'overlay contents never land in the host workspace');
+  assert(!existsSync(join(`/proc/${O.srv.proc.pid}/root`, O.dir, 'xdg', 'drun', `pid-${O.srv.proc.pid}`, `ws-${sid}`, 'node_modules', 'pkg')), 'overlay contents never land in the host workspace');
   // The head gains a real node_modules/ then loses it: the sync before the next call
   // removes the mount point directory under the waiting sandbox, which detaches the
   // overlay there; the call must notice and still see the overlay.

@@ -11,7 +11,7 @@
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -27,6 +27,7 @@ if (!existsSync(MCP)) {
 }
 
 const tmp = makeTmp();
+chmodSync(tmp, 0o711); // a root daemon's sandbox user must reach the gates directory
 const db = join(tmp, 'fetch.db');
 const cfg = join(tmp, 'config.toml');
 const gates = join(tmp, 'gates');

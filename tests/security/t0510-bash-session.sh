@@ -43,11 +43,13 @@ const { RawServer } = await import(process.env.T_LIB);
 const dir = process.env.T_DIR;
 const canary = 'canary-env-91d2c7';
 // Workspaces live under $XDG_RUNTIME_DIR/drun: a known path the attacks then look for.
-mkdirSync(`${dir}/xdg`, { mode: 0o700 });
-const runtime = `${dir}/xdg/drun`;
+// 0711: a root daemon's sandbox user passes through it to its workspace.
+mkdirSync(`${dir}/xdg`, { mode: 0o711 });
 writeFileSync(`${dir}/config.toml`, 'bash_timeout_ms = 3000\nsandbox_max_processes = 64\n');
 const srv = new RawServer(process.env.T_MCP, ['--db', `${dir}/s.db`, '--config', `${dir}/config.toml`],
   { DRUN_ATTACK_CANARY: canary, TMPDIR: dir, XDG_RUNTIME_DIR: `${dir}/xdg` });
+// This daemon's workspaces: <runtime root>/pid-<daemon pid>/ws-<session>.
+const runtime = `${dir}/xdg/drun/pid-${srv.proc.pid}`;
 let id = 0;
 let failed = 0;
 const line = (ok, name, why) => {
@@ -196,7 +198,8 @@ run_pass() {
 # Every pass runs twice: every command cold, then every command in a prepared (warm)
 # sandbox (DRUN_SANDBOX_WARM, see docs/security.md).
 for warm in off always; do
-    mkdir -p "$T_TMP/me-$warm"
+    chmod 711 "$T_TMP" # a root daemon's sandbox user passes through to its workspaces
+    mkdir -p "$T_TMP/me-$warm" && chmod 711 "$T_TMP/me-$warm"
     run_pass "$(id -un)-$warm" "$T_TMP/me-$warm"
 done
 

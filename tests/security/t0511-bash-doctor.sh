@@ -16,9 +16,14 @@ t_begin "doctor: a working host passes every check and exits 0"
 # HOME points at an empty directory: no config file, so the built-in defaults apply.
 out=$(HOME="$T_TMP" "$mcp" doctor --db "$T_TMP/ok.db" 2>&1)
 rc=$?
-if ! bwrap --unshare-all --ro-bind / / true 2>/dev/null; then
+# As root there is one more line: the host user commands run as (never root).
+want_ok=7
+[ "$(id -u)" -eq 0 ] && want_ok=8
+if [ "$(id -u)" -eq 0 ] && ! echo "$out" | grep -q '^ok   sandbox user: .* host uid 65534, never root'; then
+    t_fail "no sandbox user line: $out"
+elif ! bwrap --unshare-all --ro-bind / / true 2>/dev/null; then
     t_skip "bwrap cannot create a sandbox here"
-elif [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^ok ')" -eq 7 ] && ! echo "$out" | grep -q FAIL &&
+elif [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^ok ')" -eq "$want_ok" ] && ! echo "$out" | grep -q FAIL &&
     echo "$out" | grep -q '^ok   disk bound: each workspace is a size-capped tmpfs'; then
     t_ok
 else

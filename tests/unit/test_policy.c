@@ -218,6 +218,19 @@ TEST(limits_are_enforced_at_and_past_the_edge)
     parse_fails("max_output_bytes = 1073741825\n", "'max_output_bytes'", NULL);
     parse_fails("sandbox_memory_mb = -1\n", "'sandbox_memory_mb'", NULL);
     parse_fails("max_workspace_mb = 9223372036854775807\n", "'max_workspace_mb'", NULL);
+    /* The sandbox user: never root (0), never (uid_t)-1 ("unchanged" to set*id calls). */
+    p = parse_ok("sandbox_uid = 1\nsandbox_gid = 4294967294\n");
+    CHECK_EQ_INT(p->sandbox_uid, 1);
+    CHECK_EQ_INT(p->sandbox_gid, 4294967294LL);
+    policy_unref(p);
+    p = parse_ok("");
+    CHECK_EQ_INT(p->sandbox_uid, 65534);
+    CHECK_EQ_INT(p->sandbox_gid, 65534);
+    policy_unref(p);
+    parse_fails("sandbox_uid = 0\n", "'sandbox_uid'", NULL);
+    parse_fails("sandbox_gid = 0\n", "'sandbox_gid'", NULL);
+    parse_fails("sandbox_uid = 4294967295\n", "'sandbox_uid'", NULL);
+    parse_fails("sandbox_uid = -1\n", "'sandbox_uid'", NULL);
 }
 
 TEST(unknown_keys_are_warnings)

@@ -46,6 +46,14 @@ ws(void)
     static char p[4096];
     snprintf(p, sizeof(p), "%s/ws", test_tmpdir());
     mkdir(p, 0755);
+    if (geteuid() == 0) {
+        /* A root daemon's bwrap runs as the sandbox user: it must reach and own the
+         * workspace (the session layer does this through ws_dir_open_as). */
+        chmod(test_tmpdir(), 0711);
+        if (chown(p, SANDBOX_UID_DEFAULT, SANDBOX_GID_DEFAULT) != 0) {
+            return p;
+        }
+    }
     return p;
 }
 

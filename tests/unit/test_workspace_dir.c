@@ -635,11 +635,12 @@ TEST(runtime_dir_checks)
     snprintf(p, sizeof(p), "%s/rt", test_tmpdir());
     CHECK_OK(ws_runtime_dir(p, &b, &err), &err);
     CHECK_EQ_STR(buf_cstr(&b), p);
-    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0700);
+    /* 0711 for root: its sandbox user passes through (search only) to its workspace */
+    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == (mode_t)WS_RUNTIME_MODE(geteuid()));
     CHECK(chmod(p, 0750) == 0); /* looser but safe: tightened */
     buf_reset(&b);
     CHECK_OK(ws_runtime_dir(p, &b, &err), &err);
-    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0700);
+    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == (mode_t)WS_RUNTIME_MODE(geteuid()));
     CHECK(chmod(p, 0777) == 0);
     CHECK(ws_runtime_dir(p, &b, &err) == -1);
     CHECK_EQ_INT(err.code, ERR_DENIED);

@@ -17,15 +17,17 @@
 // order, where that set-up overlapped the next timed call). Ratios only; nothing asserts
 // on speed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RawServer, BUILD } from '../../tests/client/lib.mjs';
 
 const N = Math.max(3, Number(process.argv[2] || 30));
 const tmp = mkdtempSync(join(tmpdir(), 'drun-bash-bench-'));
-mkdirSync(join(tmp, 'xdg'), { mode: 0o700 });
-mkdirSync(join(tmp, 'xdgw'), { mode: 0o700 });
+// 0711: a root daemon's sandbox user passes through them to its workspaces.
+chmodSync(tmp, 0o711);
+mkdirSync(join(tmp, 'xdg'), { mode: 0o711 });
+mkdirSync(join(tmp, 'xdgw'), { mode: 0o711 });
 const srv = new RawServer(join(BUILD, 'drun-mcp'), ['--db', join(tmp, 'b.db'), '-vv'], { XDG_RUNTIME_DIR: join(tmp, 'xdg'), DRUN_SANDBOX_WARM: 'off' });
 const wsrv = new RawServer(join(BUILD, 'drun-mcp'), ['--db', join(tmp, 'w.db'), '-vv'], { XDG_RUNTIME_DIR: join(tmp, 'xdgw'), DRUN_SANDBOX_WARM: 'auto' });
 let id = 0;
@@ -49,7 +51,7 @@ await bash(large, 'for d in $(seq 100); do mkdir d$d; for i in $(seq 100); do ec
 const st = await bash(large, 'true');
 if (st.workspace_file_count !== 10000) throw new Error(`large session has ${st.workspace_file_count} files`);
 
-const wsDir = (sid) => join(tmp, 'xdg', 'drun', `ws-${sid}`);
+const wsDir = (sid) => join(tmp, 'xdg', 'drun', `pid-${srv.proc.pid}`, `ws-${sid}`);
 const rawArgv = (sid) => execFileSync(join(BUILD, 'bash_bench_argv'), [wsDir(sid)], { encoding: 'utf8' }).split('\n').filter((l) => l !== '');
 const raw = { [small]: rawArgv(small), [large]: rawArgv(large) };
 
@@ -75,7 +77,9 @@ async function timeBash(sid, into) {
 function timeRaw(sid, into) {
   const [bin, ...args] = raw[sid];
   const t = now();
-  const r = spawnSync(bin, args, { encoding: 'utf8' });
+  // As the user session_bash runs bwrap as: a root daemon's sandbox user (65534).
+  const who = process.getuid() === 0 ? { uid: 65534, gid: 65534 } : {};
+  const r = spawnSync(bin, args, { encoding: 'utf8', ...who });
   into.push(now() - t);
   if (r.stdout !== 'hi\n') throw new Error(`raw bwrap: ${r.stderr}`);
 }
