@@ -57,8 +57,9 @@ host_pass() {
 }
 
 host_run_passes() {
+    chmod 711 "$T_TMP" # a root daemon's sandbox user passes through to its workspaces
     for warm in off always; do
-        mkdir -p "$T_TMP/me-$warm"
+        mkdir -p "$T_TMP/me-$warm" && chmod 711 "$T_TMP/me-$warm"
         host_pass "$(id -un)-$warm" "$T_TMP/me-$warm" "$warm"
     done
     if [ "$(id -u)" -ne 0 ]; then

@@ -34,7 +34,7 @@ export function writeConfig(path, text) {
 export async function start(opts = {}) {
   const configPath = opts.configPath || `${dir}/config.toml`;
   const dbPath = opts.dbPath || `${dir}/s.db`;
-  mkdirSync(`${dir}/xdg`, { recursive: true, mode: 0o700 });
+  mkdirSync(`${dir}/xdg`, { recursive: true, mode: 0o711 }); // a root daemon's sandbox user passes through
   writeConfig(configPath, opts.config || '');
   const srv = new RawServer(process.env.T_MCP, ['--db', dbPath, '--config', configPath],
     { TMPDIR: dir, XDG_RUNTIME_DIR: `${dir}/xdg`, ...(opts.env || {}) });

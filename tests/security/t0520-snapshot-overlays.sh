@@ -44,8 +44,12 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 const { RawServer } = await import(process.env.T_LIB);
 const dir = process.env.T_DIR;
-mkdirSync(`${dir}/xdg`, { mode: 0o700 });
-const runtime = `${dir}/xdg/drun`;
+mkdirSync(`${dir}/xdg`, { mode: 0o711 }); // a root daemon's sandbox user passes through
+// The workspaces of the daemon under test: <runtime root>/pid-<daemon pid>/ws-<session>,
+// each a size-capped tmpfs in the daemon's own mount namespace (read it on the host
+// through /proc/<daemon pid>/root). Set once the daemon runs.
+let runtime = null;
+let seen = null; // runtime as the daemon sees it, from the host
 // drun's database lives in a directory whose name is an overlay name, so only the rule
 // about drun's own files can refuse it.
 mkdirSync(`${dir}/node_modules`);
@@ -113,13 +117,20 @@ async function restoreAndRead(path, key, file, mayRefuse = false) {
 }
 
 await srv.initialize();
+runtime = `${dir}/xdg/drun/pid-${srv.proc.pid}`;
+seen = `/proc/${srv.proc.pid}/root${runtime}`;
 const A = (await tool('create_session', {})).body.session_id;
 
 await check('a .drun with overlays {"hostroot": "/"} written in the workspace and restored reads no host file', async () => {
   const json = drunJson({ hostroot: '/' });
   await bash(A, `printf DRUN > evil.drun && printf '%s' '${json}' | zstd -q -c >> evil.drun && echo ok`);
+  // The attacker learns the workspace's host path: from /proc/self/mountinfo when the
+  // workspace is a bind of a host directory, or from the runtime layout (runtime root,
+  // pid-<daemon pid>, ws-<session id>) when it is a tmpfs of its own, whose mountinfo
+  // root is "/". Either way it is the path the daemon would open.
   const mi = await bash(A, "awk '$5 == \"/workspace\" { print $4 }' /proc/self/mountinfo");
-  const wsHost = mi.stdout_tail.trim();
+  let wsHost = mi.stdout_tail.trim();
+  if (wsHost === '/') wsHost = `${runtime}/ws-${A}`;
   if (wsHost !== `${runtime}/ws-${A}`) return `mountinfo said ${JSON.stringify(wsHost)}`;
   // Two rules stop it now: the workspace is in drun's runtime directory, which restore
   // never reads from, and the overlay would be dropped.
@@ -127,7 +138,7 @@ await check('a .drun with overlays {"hostroot": "/"} written in the workspace an
 });
 
 await check('the same .drun copied out of the workspace and restored reads no host file', async () => {
-  copyFileSync(`${runtime}/ws-${A}/evil.drun`, `${dir}/snaps/evil.drun`);
+  copyFileSync(`${seen}/ws-${A}/evil.drun`, `${dir}/snaps/evil.drun`);
   return restoreAndRead(`${dir}/snaps/evil.drun`, 'hostroot', `/workspace/hostroot${dir}/canary.txt`);
 });
 
@@ -233,8 +244,9 @@ run_pass() {
     fi
 }
 
+chmod 711 "$T_TMP" # a root daemon's sandbox user passes through to its workspaces
 for warm in ${T_WARM:-off always}; do
-    mkdir -p "$T_TMP/me-$warm"
+    mkdir -p "$T_TMP/me-$warm" && chmod 711 "$T_TMP/me-$warm"
     run_pass "$(id -un)-$warm" "$T_TMP/me-$warm"
 done
 

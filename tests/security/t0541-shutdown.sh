@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0521-shutdown.sh - nothing outlives drun-mcp: on every way out (input EOF, SIGTERM,
+# t0541-shutdown.sh - nothing outlives drun-mcp: on every way out (input EOF, SIGTERM,
 # SIGINT, SIGHUP) with a prepared sandbox in flight (the one made in the background right
 # after a command answers), no sandbox process, no pids cgroup of the daemon
 # (drun-sandbox-<pid>-*) and no runtime directory (pid-<pid>) is left once it has exited.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0520-never-root.sh - a root drun-mcp never runs a command as host root, and kernel
+# t0540-never-root.sh - a root drun-mcp never runs a command as host root, and kernel
 # knobs are read-only whatever the daemon's uid; through the real drun-mcp over stdio, a
 # temp DB and the real sandbox:
 #
