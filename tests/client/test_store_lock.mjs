@@ -16,7 +16,7 @@
 // - `rm drun.db` or `mv other.db drun.db` under a daemon: the next writes are refused
 //   with store_replaced and a loud line on stderr, not acknowledged into a lost file.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -205,7 +205,9 @@ await R.run('past the busy timeout a write fails once with store_busy and change
 await R.run('a call cancelled while it waits for the lock ends, and its session is usable', async () => {
   const db = join(tmp, 'cancel.db');
   const rt = join(tmp, 'rt-cancel');
-  mkdirSync(rt, { mode: 0o700 });
+  // 0711 down to it: a root daemon's sandbox user (65534) passes through to its workspace.
+  chmodSync(tmp, 0o711);
+  mkdirSync(rt, { mode: 0o711 });
   const d = await start(db, { DRUN_BUSY_TIMEOUT_MS: '600000', XDG_RUNTIME_DIR: rt });
   let lock = null;
   try {
