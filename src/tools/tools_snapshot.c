@@ -361,9 +361,14 @@ do_session_snapshot(struct tool_call *call)
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
         goto out;
     }
+    /* The reference's key stays for its clients: null says the snapshot lives only in
+     * the database, under `name`. */
     if (pathc != NULL) {
         cJSON_AddStringToObject(o, "snapshot_path", pathc);
         cJSON_AddNumberToObject(o, "size_bytes", (double)bytes);
+    } else {
+        cJSON_AddNullToObject(o, "snapshot_path");
+        cJSON_AddNullToObject(o, "size_bytes");
     }
     cJSON_AddStringToObject(o, "name", snap.name);
     cJSON_AddNumberToObject(o, "snapshot_id", (double)snap.id);
@@ -394,6 +399,8 @@ db_entry(const struct store_snapshot *s)
     }
     time_format_iso(s->created_ms, t, sizeof(t));
     cJSON_AddStringToObject(o, "kind", "db");
+    cJSON_AddNullToObject(o, "path"); /* the reference's keys: it lives in the database */
+    cJSON_AddNullToObject(o, "size_bytes");
     cJSON_AddStringToObject(o, "name", s->name);
     cJSON_AddNumberToObject(o, "snapshot_id", (double)s->id);
     cJSON_AddStringToObject(o, "session_id", s->session_id);
