@@ -967,6 +967,13 @@ static const char bash_schema[] =
     "run it, in a few words (recorded in the checkpoint).\"}," TSESS_ID_PROP
     "},\"required\":[\"command\",\"description\"],\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char bash_out[] = TSESS_OUT_OBJECT(
+    TSESS_OUT_STATE_PROPS ",\"duration_ms\":" J_INT ",\"stdout_truncated\":" J_BOOL
+                          ",\"stderr_truncated\":" J_BOOL ",\"limit_hit\":" J_STR_NULL
+                          ",\"warm\":" J_BOOL ",\"stdout_tail\":" J_STR ",\"stderr_tail\":" J_STR,
+    TSESS_OUT_STATE_REQ ",\"duration_ms\"");
+
 const struct tool_def tools_bash_defs[] = {
     {
         .name = "session_bash",
@@ -977,6 +984,7 @@ const struct tool_def tools_bash_defs[] = {
                        "checkpoint_read_stdstreams.",
         .input_schema = bash_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = bash_out,
         .handler = session_bash,
     },
 };

@@ -917,6 +917,16 @@ static const char restore_schema[] =
                 "\"description\":\"A snapshot in the database (see list_snapshots).\"}},"
                 "\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char restore_out[] = TSESS_OUT_OBJECT(
+    TSESS_OUT_STATE_PROPS ",\"snapshot_name\":" J_STR, TSESS_OUT_STATE_REQ ",\"snapshot_name\"");
+static const char snapshot_out[] = TSESS_OUT_OBJECT(
+    "\"snapshot_path\":" J_STR_NULL ",\"size_bytes\":" J_INT_NULL ",\"name\":" J_STR
+    ",\"snapshot_id\":" J_INT ",\"session_id\":" J_STR ",\"checkpoint_id\":" J_INT
+    ",\"checkpoints\":" J_INT,
+    "\"snapshot_path\",\"size_bytes\",\"name\",\"snapshot_id\",\"session_id\",\"checkpoint_id\","
+    "\"checkpoints\"");
+
 const struct tool_def tools_snapshot_defs[] = {
     {
         .name = "list_snapshots",
@@ -934,6 +944,7 @@ const struct tool_def tools_snapshot_defs[] = {
                        "snapshot; with path, also write it to a portable file.",
         .input_schema = snapshot_schema,
         .annotations = {0, 0, 1, 0},
+        .output_schema = snapshot_out,
         .handler = do_session_snapshot,
     },
     {
@@ -943,6 +954,7 @@ const struct tool_def tools_snapshot_defs[] = {
                        "its full history; it becomes your active session.",
         .input_schema = restore_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = restore_out,
         .handler = do_session_restore,
     },
 };
