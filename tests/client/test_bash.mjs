@@ -252,6 +252,44 @@ await R.run('progress notifications: the latest line, increasing, throttled', as
     `${flood.length} notifications in ${r2.duration_ms} ms (at most ~10 a second)`);
 });
 
+await R.run('a silent command sends a heartbeat with its elapsed time before it ends', async () => {
+  // The command blocks on a FIFO in its workspace; the test opens the FIFO from the host
+  // only after a heartbeat came, so the beat cannot have been caused by output or exit.
+  const name = `hb-${process.pid}-${Date.now()}`;
+  const rt = (await ok('get_config', {})).runtime_dir;
+  const beats = [];
+  let onBeat;
+  const beat = new Promise((res) => (onBeat = res));
+  const run = bash(`mkfifo ${name} && cat ${name}`, {}, {
+    onprogress: (p) => {
+      beats.push(p);
+      onBeat();
+    },
+    resetTimeoutOnProgress: true,
+  });
+  let ended = false;
+  run.then(() => (ended = true), () => (ended = true));
+  let guard;
+  const first = await Promise.race([beat.then(() => 'beat'), run.then(() => 'ended'),
+    new Promise((res) => (guard = setTimeout(() => res('no heartbeat within 60 s'), 60000)))]);
+  clearTimeout(guard);
+  assertEq(first, 'beat', 'a heartbeat came while the command was blocked');
+  assert(!ended, 'the command was still running');
+  assert(/^running for \d+ s, no output yet$/.test(beats[0].message), `message ${JSON.stringify(beats[0])}`);
+  assert(typeof beats[0].progress === 'number' && beats[0].progress > 0, 'progress is the elapsed time');
+  // Release: find the FIFO under the runtime dir and write a line into it.
+  let fifo = '';
+  for (let i = 0; i < 600 && !fifo; i++) {
+    fifo = execFileSync('find', [rt, '-name', name, '-type', 'p'], { encoding: 'utf8' }).split('\n')[0];
+    if (!fifo) await new Promise((res) => setTimeout(res, 100));
+  }
+  assert(fifo, `the FIFO ${name} is not under ${rt}`);
+  writeFileSync(fifo, 'released\n');
+  const r = await run;
+  assertEq([r.exit_code, r.stdout_tail], [0, 'released\n'], 'the command ends once released');
+  for (let i = 1; i < beats.length; i++) assert(beats[i].progress > beats[i - 1].progress, 'strictly increasing');
+});
+
 await R.run('timeout: execution_timeout, no checkpoint, partial writes do not leak', async () => {
   await bash('echo keep > kept.txt');
   writeConfig('bash_timeout_ms = 1500');
