@@ -8,7 +8,7 @@
 // command, 100 MiB of output, invalid UTF-8, the busy rule and concurrency across
 // sessions. The long-running commands wait on a gate file the test creates in a
 // read-only mount_allowlist directory, so nothing here depends on timing.
-import { chmodSync, mkdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -257,6 +257,23 @@ await R.run('a silent command sends a heartbeat with its elapsed time before it 
   // only after a heartbeat came, so the beat cannot have been caused by output or exit.
   const name = `hb-${process.pid}-${Date.now()}`;
   const rt = (await ok('get_config', {})).runtime_dir;
+  const sid = (await ok('get_session_state', { description: 'sid' })).session_id;
+  // The workspace is ws-<sid> under runtime_dir, directly or in the daemon's own
+  // directory, as the daemon sees it (its own mount namespace holds the workspace tmpfs).
+  const top = `/proc/${transport.pid}/root${rt}`;
+  const fifoPath = () => {
+    const direct = join(top, `ws-${sid}`, name);
+    if (existsSync(direct)) return direct;
+    let subs = [];
+    try {
+      subs = readdirSync(top);
+    } catch {}
+    for (const sub of subs) {
+      const p = join(top, sub, `ws-${sid}`, name);
+      if (existsSync(p)) return p;
+    }
+    return '';
+  };
   const beats = [];
   let onBeat;
   const beat = new Promise((res) => (onBeat = res));
@@ -280,11 +297,13 @@ await R.run('a silent command sends a heartbeat with its elapsed time before it 
   // Release: find the FIFO under the runtime dir and write a line into it.
   let fifo = '';
   for (let i = 0; i < 600 && !fifo; i++) {
-    fifo = execFileSync('find', [rt, '-name', name, '-type', 'p'], { encoding: 'utf8' }).split('\n')[0];
+    fifo = fifoPath();
     if (!fifo) await new Promise((res) => setTimeout(res, 100));
   }
   assert(fifo, `the FIFO ${name} is not under ${rt}`);
-  writeFileSync(fifo, 'released\n');
+  // A bounded writer, so a command that already ended cannot hang the test here.
+  const w = spawnSync('timeout', ['60', 'sh', '-c', 'echo released > "$1"', 'sh', fifo]);
+  assertEq(w.status, 0, 'wrote the FIFO');
   const r = await run;
   assertEq([r.exit_code, r.stdout_tail], [0, 'released\n'], 'the command ends once released');
   for (let i = 1; i < beats.length; i++) assert(beats[i].progress > beats[i - 1].progress, 'strictly increasing');

@@ -349,7 +349,7 @@ await R.run('fork, merge, explicit session_id, label, chat_record, stdstreams', 
   assertEq([so.stream, so.exit_code, so.content], ['stdout', null, ''], 'empty output');
   const sp = ok(await call('checkpoint_read_stdstreams', { stream: 'stderr', pattern: 'x', ...D }), 'sp').json;
   assertEq(sp.total_matches, 0, 'pattern on empty');
-  errIs(await call('checkpoint_read_stdstreams', { stream: 'stdin', ...D }), 'internal_error', 'bad stream');
+  errIs(await call('checkpoint_read_stdstreams', { stream: 'stdin', ...D }), 'invalid_arguments', 'bad stream (an enum in the schema)');
   errIs(await call('checkpoint_read_stdstreams', { checkpoint_id: 9999, ...D }), 'checkpoint_not_found', 'bad cp');
   errIs(await call('session_switch', { session_id: 'ffffffff' }), 'session_not_found', 'switch unknown');
   errIs(await call('session_switch', { session_id: '../etc' }), 'session_not_found', 'switch junk');
