@@ -919,7 +919,9 @@ static const char restore_schema[] =
 
 /* Output schemas: what a successful result holds (docs/tools.md). */
 static const char restore_out[] = TSESS_OUT_OBJECT(
-    TSESS_OUT_STATE_PROPS ",\"snapshot_name\":" J_STR, TSESS_OUT_STATE_REQ ",\"snapshot_name\"");
+    TSESS_OUT_STATE_PROPS ",\"snapshot_name\":" J_STR ",\"dropped_overlays\":" J_OBJS
+                          ",\"dropped_overlays_total\":" J_INT,
+    TSESS_OUT_STATE_REQ ",\"snapshot_name\"");
 static const char snapshot_out[] = TSESS_OUT_OBJECT(
     "\"snapshot_path\":" J_STR_NULL ",\"size_bytes\":" J_INT_NULL ",\"name\":" J_STR
     ",\"snapshot_id\":" J_INT ",\"session_id\":" J_STR ",\"checkpoint_id\":" J_INT
