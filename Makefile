@@ -14,7 +14,7 @@ CXX     ?= c++
 BUILD   ?= build
 UNAME_S := $(shell uname -s)
 
-PKGS := sqlite3 libzstd libcjson libuv libcurl libcrypto libpcre2-8 libgit2
+PKGS := sqlite3 libzstd libcjson libuv libcurl libcrypto libpcre2-8 libgit2 libxml-2.0
 ifeq ($(UNAME_S),Linux)
 PKGS += libseccomp
 endif

@@ -76,8 +76,10 @@ check_header() {
 check_header 'sqlite3(ext)?\.h' store cmd
 check_header 'zstd\.h' store
 check_header 'curl/curl\.h' fetch
+check_header 'libxml/[A-Za-z0-9_]+\.h' fetch
 check_header 'uv\.h' mcp sandbox session fetch
 check_header 'cJSON\.h' mcp tools cmd
+check_header 'openssl/[a-z0-9_]+\.h' util tools
 
 if [ $bad -ne 0 ]; then
     exit 1

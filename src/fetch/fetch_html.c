@@ -6,13 +6,17 @@
  * token "stylesheet" or a token ending in "icon", then <script src>, then <img src>;
  * empty, "#...", data:, mailto: and javascript: values are skipped; the rest are
  * resolved against the page URL with curl's URL API, kept if http or https, and
- * de-duplicated by resolved URL. The scanner is a small tolerant tokenizer, not a full
- * HTML parser: it skips comments and the contents of <script> and <style> (so a URL in
- * a string inside a script is not taken for an <img>), reads quoted and unquoted
- * attributes, and decodes the common character references. At most FETCH_HTML_MAX_URLS
- * URLs are collected from one page.
+ * de-duplicated by resolved URL. The page is read by libxml2's HTML parser (tolerant of
+ * real-world markup; comments and the contents of <script> and <style> are not markup,
+ * so a URL in a string inside a script is not taken for an <img>; every character
+ * reference is decoded). It runs without network access, and its error reports are
+ * silenced: a server's broken page is not our log's business. At most
+ * FETCH_HTML_MAX_URLS URLs are collected from one page.
  */
 #include <curl/curl.h>
+#include <libxml/HTMLparser.h>
+#include <libxml/parser.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -39,85 +43,6 @@ static int
 is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
-}
-
-static int
-is_alnum(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-/* Finds needle (ASCII, lower-case) case-insensitively in s[0..n); returns index or n. */
-static size_t
-find_ci(const char *s, size_t n, size_t from, const char *needle)
-{
-    size_t nl = strlen(needle);
-
-    for (size_t i = from; i + nl <= n; i++) {
-        if (strncasecmp(s + i, needle, nl) == 0) {
-            return i;
-        }
-    }
-    return n;
-}
-
-/* Decodes character references in v[0..n) into out (size ATTR_MAX), trimmed. */
-static void
-decode_attr(const char *v, size_t n, char *out)
-{
-    static const struct {
-        const char *name;
-        char c;
-    } refs[] = {{"amp;", '&'}, {"quot;", '"'}, {"apos;", '\''}, {"lt;", '<'}, {"gt;", '>'}};
-    size_t o = 0;
-
-    while (n > 0 && is_space(*v)) {
-        v++;
-        n--;
-    }
-    while (n > 0 && is_space(v[n - 1])) {
-        n--;
-    }
-    for (size_t i = 0; i < n && o + 1 < ATTR_MAX; i++) {
-        if (v[i] == '&') {
-            int done = 0;
-            for (size_t k = 0; k < sizeof(refs) / sizeof(refs[0]); k++) {
-                size_t rl = strlen(refs[k].name);
-                if (i + 1 + rl <= n && strncasecmp(v + i + 1, refs[k].name, rl) == 0) {
-                    out[o++] = refs[k].c;
-                    i += rl;
-                    done = 1;
-                    break;
-                }
-            }
-            if (!done && i + 2 < n && v[i + 1] == '#') {
-                size_t j = i + 2;
-                unsigned long cp = 0;
-                int hex = (v[j] == 'x' || v[j] == 'X');
-                j += hex ? 1 : 0;
-                size_t start = j;
-                while (j < n && j - start < 7 &&
-                       (hex ? ((v[j] >= '0' && v[j] <= '9') || (v[j] >= 'a' && v[j] <= 'f') ||
-                               (v[j] >= 'A' && v[j] <= 'F'))
-                            : (v[j] >= '0' && v[j] <= '9'))) {
-                    char c = v[j];
-                    unsigned d = (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-                    cp = cp * (hex ? 16 : 10) + d;
-                    j++;
-                }
-                if (j > start && j < n && v[j] == ';' && cp > 0 && cp < 0x80) {
-                    out[o++] = (char)cp;
-                    i = j;
-                    done = 1;
-                }
-            }
-            if (done) {
-                continue;
-            }
-        }
-        out[o++] = v[i];
-    }
-    out[o] = 0;
 }
 
 /* 1 if the rel value has a token "stylesheet" or a token ending in "icon". */
@@ -168,60 +93,6 @@ list_push(struct list *l, const char *s)
     return 0;
 }
 
-/* Scans one tag starting after '<name'; fills the attributes we care about. */
-static size_t
-scan_attrs(const char *h, size_t n, size_t i, char *rel, char *href, char *src)
-{
-    rel[0] = href[0] = src[0] = 0;
-    while (i < n && h[i] != '>') {
-        if (is_space(h[i]) || h[i] == '/') {
-            i++;
-            continue;
-        }
-        size_t ns = i;
-        while (i < n && !is_space(h[i]) && h[i] != '=' && h[i] != '>' && h[i] != '/') {
-            i++;
-        }
-        size_t nl = i - ns;
-        while (i < n && is_space(h[i])) {
-            i++;
-        }
-        const char *val = "";
-        size_t vl = 0;
-        if (i < n && h[i] == '=') {
-            i++;
-            while (i < n && is_space(h[i])) {
-                i++;
-            }
-            if (i < n && (h[i] == '"' || h[i] == '\'')) {
-                char q = h[i++];
-                val = h + i;
-                while (i < n && h[i] != q) {
-                    i++;
-                }
-                vl = (size_t)(h + i - val);
-                if (i < n) {
-                    i++;
-                }
-            } else {
-                val = h + i;
-                while (i < n && !is_space(h[i]) && h[i] != '>') {
-                    i++;
-                }
-                vl = (size_t)(h + i - val);
-            }
-        }
-        if (nl == 3 && strncasecmp(h + ns, "rel", 3) == 0) {
-            decode_attr(val, vl, rel);
-        } else if (nl == 4 && strncasecmp(h + ns, "href", 4) == 0) {
-            decode_attr(val, vl, href);
-        } else if (nl == 3 && strncasecmp(h + ns, "src", 3) == 0) {
-            decode_attr(val, vl, src);
-        }
-    }
-    return i < n ? i + 1 : n;
-}
-
 static int
 skip_value(const char *v)
 {
@@ -229,69 +100,139 @@ skip_value(const char *v)
            strncasecmp(v, "mailto:", 7) == 0 || strncasecmp(v, "javascript:", 11) == 0;
 }
 
+static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
+
+static void
+xml_init(void)
+{
+    xmlInitParser();
+}
+
+#define HTML_CHUNK ((size_t)64 << 10) /* bytes handed to the parser at a time */
+
+struct scan {
+    struct list raw[3]; /* link, script, img: the wanted values in document order */
+    size_t total;
+    int nomem;
+    htmlParserCtxtPtr ctxt;
+};
+
+/* atts[k] (a decoded value) trimmed of HTML whitespace into out; "" if too long. */
+static const char *
+trimmed(const xmlChar *v, char *out)
+{
+    const char *p = v ? (const char *)v : "";
+    size_t n;
+
+    while (is_space(*p)) {
+        p++;
+    }
+    n = strlen(p);
+    while (n > 0 && is_space(p[n - 1])) {
+        n--;
+    }
+    if (n >= ATTR_MAX) {
+        n = 0;
+    }
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* The SAX start-tag callback: libxml2 has lower-cased the names and decoded the values. */
+static void
+on_start(void *ud, const xmlChar *name, const xmlChar **atts)
+{
+    struct scan *sc = ud;
+    const char *tag = (const char *)name;
+    const xmlChar *rel = NULL, *href = NULL, *src = NULL;
+    char val[ATTR_MAX], relv[ATTR_MAX];
+    int kind = strcasecmp(tag, "link") == 0     ? 0
+               : strcasecmp(tag, "script") == 0 ? 1
+               : strcasecmp(tag, "img") == 0    ? 2
+                                                : -1;
+    const xmlChar *v;
+
+    if (kind < 0 || sc->nomem) {
+        return;
+    }
+    for (size_t k = 0; atts != NULL && atts[k] != NULL; k += 2) {
+        const char *an = (const char *)atts[k];
+        /* The first of a repeated attribute wins, as in a browser. */
+        if (strcasecmp(an, "rel") == 0 && rel == NULL) {
+            rel = atts[k + 1] ? atts[k + 1] : (const xmlChar *)"";
+        } else if (strcasecmp(an, "href") == 0 && href == NULL) {
+            href = atts[k + 1] ? atts[k + 1] : (const xmlChar *)"";
+        } else if (strcasecmp(an, "src") == 0 && src == NULL) {
+            src = atts[k + 1] ? atts[k + 1] : (const xmlChar *)"";
+        }
+    }
+    if (kind == 0 && !rel_wanted(trimmed(rel, relv))) {
+        return;
+    }
+    v = kind == 0 ? href : src;
+    trimmed(v, val);
+    if (skip_value(val)) {
+        return;
+    }
+    if (list_push(&sc->raw[kind], val) != 0) {
+        sc->nomem = 1;
+        xmlStopParser(sc->ctxt);
+        return;
+    }
+    if (++sc->total >= FETCH_HTML_MAX_URLS) {
+        xmlStopParser(sc->ctxt);
+    }
+}
+
+/*
+ * Feeds the page to libxml2's push parser with only a start-tag callback: no tree is
+ * built, so a page of any size costs the parser's small state, not a DOM.
+ */
+static int
+scan_page(const char *h, size_t n, const char *base_url, struct scan *sc)
+{
+    htmlSAXHandler sax;
+
+    pthread_once(&xml_once, xml_init);
+    memset(&sax, 0, sizeof(sax));
+    sax.startElement = on_start;
+    sc->ctxt = htmlCreatePushParserCtxt(&sax, sc, NULL, 0, base_url, XML_CHAR_ENCODING_NONE);
+    if (sc->ctxt == NULL) {
+        return -1;
+    }
+    /* NONET: never load anything the page names; the error options keep a broken page's
+     * complaints off stderr. */
+    htmlCtxtUseOptions(sc->ctxt, HTML_PARSE_RECOVER | HTML_PARSE_NONET | HTML_PARSE_NOERROR |
+                                     HTML_PARSE_NOWARNING);
+    for (size_t off = 0; off < n && !sc->ctxt->disableSAX && !sc->nomem; off += HTML_CHUNK) {
+        size_t k = n - off < HTML_CHUNK ? n - off : HTML_CHUNK;
+        htmlParseChunk(sc->ctxt, h + off, (int)k, 0);
+    }
+    if (!sc->ctxt->disableSAX && !sc->nomem) {
+        htmlParseChunk(sc->ctxt, NULL, 0, 1);
+    }
+    htmlFreeParserCtxt(sc->ctxt);
+    sc->ctxt = NULL;
+    return sc->nomem ? -1 : 0;
+}
+
 int
 fetch_html_assets(const char *h, size_t n, const char *base_url, char ***urls, size_t *n_out,
                   struct err *err)
 {
-    struct list raw[3] = {{0}}; /* link, script, img */
+    struct scan sc;
+    struct list *raw = sc.raw;
     struct list out = {0};
-    char *rel = mem_alloc(ATTR_MAX), *href = mem_alloc(ATTR_MAX), *src = mem_alloc(ATTR_MAX);
     CURLU *u = NULL;
-    size_t i = 0, total = 0;
     int rc = -1;
 
+    memset(&sc, 0, sizeof(sc));
     *urls = NULL;
     *n_out = 0;
-    if (rel == NULL || href == NULL || src == NULL) {
+    if (scan_page(h, n, base_url, &sc) != 0) {
         err_set(err, ERR_NOMEM, "out of memory reading html");
         goto out;
-    }
-    while (i < n && total < FETCH_HTML_MAX_URLS) {
-        if (h[i] != '<') {
-            i++;
-            continue;
-        }
-        if (i + 4 <= n && strncmp(h + i, "<!--", 4) == 0) {
-            size_t e = find_ci(h, n, i + 4, "-->");
-            i = e < n ? e + 3 : n;
-            continue;
-        }
-        size_t ns = i + 1, ne = ns;
-        while (ne < n && is_alnum(h[ne])) {
-            ne++;
-        }
-        size_t nl = ne - ns;
-        if (nl == 0) {
-            i++;
-            continue;
-        }
-        int kind = -1;
-        if (nl == 4 && strncasecmp(h + ns, "link", 4) == 0) {
-            kind = 0;
-        } else if (nl == 6 && strncasecmp(h + ns, "script", 6) == 0) {
-            kind = 1;
-        } else if (nl == 3 && strncasecmp(h + ns, "img", 3) == 0) {
-            kind = 2;
-        }
-        int raw_text = kind == 1 || (nl == 5 && strncasecmp(h + ns, "style", 5) == 0);
-        i = scan_attrs(h, n, ne, rel, href, src);
-        const char *v = NULL;
-        if (kind == 0 && rel_wanted(rel)) {
-            v = href;
-        } else if (kind == 1 || kind == 2) {
-            v = src;
-        }
-        if (v != NULL && !skip_value(v)) {
-            if (list_push(&raw[kind], v) != 0) {
-                err_set(err, ERR_NOMEM, "out of memory reading html");
-                goto out;
-            }
-            total++;
-        }
-        if (raw_text) {
-            size_t e = find_ci(h, n, i, kind == 1 ? "</script" : "</style");
-            i = e;
-        }
     }
     u = curl_url();
     if (u == NULL) {
@@ -335,9 +276,6 @@ out:
     }
     fetch_strv_free(out.v, out.n);
     curl_url_cleanup(u);
-    mem_free(rel);
-    mem_free(href);
-    mem_free(src);
     return rc;
 }
 
@@ -455,21 +393,69 @@ out:
 
 /* ---- layout and manifest ---------------------------------------------------------- */
 
+/* Length of the valid UTF-8 sequence at p (NUL-terminated), or 0 if it is not one. */
+static size_t
+utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0], v, min;
+    size_t len;
+
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    v = c & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) { /* also stops at the terminating NUL */
+            return 0;
+        }
+        v = (v << 6) | (p[i] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
+        return 0;
+    }
+    return len;
+}
+
+/*
+ * Appends s as a JSON string. Text from a server (a content type, a URL as the agent
+ * gave it) is not trusted to be UTF-8: valid UTF-8 is written as it is, so the manifest
+ * reads "café", and each byte that does not start a valid sequence becomes U+FFFD, so
+ * the file is always valid JSON (RFC 8259 requires UTF-8).
+ */
 static void
 json_str(struct buf *b, const char *s)
 {
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+
     buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') {
+    while (*p) {
+        size_t k = utf8_len(p);
+        if (k == 0) {
+            buf_puts(b, "\xef\xbf\xbd");
+            p++;
+        } else if (*p == '"' || *p == '\\') {
             buf_putc(b, '\\');
-            buf_putc(b, *p);
+            buf_putc(b, *p++);
         } else if (*p == '\n') {
             buf_puts(b, "\\n");
-        } else if (*p < 0x20 || *p >= 0x7f) {
-            /* non-ASCII bytes from a server are not trusted to be UTF-8 */
-            buf_printf(b, "\\u%04x", *p);
+            p++;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            buf_printf(b, "\\u%04x", *p++);
         } else {
-            buf_putc(b, *p);
+            buf_append(b, p, k);
+            p += k;
         }
     }
     buf_putc(b, '"');

@@ -50,7 +50,9 @@
 #define RPC_UNSUPPORTED_VER   (-32022)
 #define META_PROTOCOL_VERSION "io.modelcontextprotocol/protocolVersion"
 #define META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"
+#define META_SERVER_INFO      "io.modelcontextprotocol/serverInfo"
 #define READ_CHUNK            ((size_t)64 << 10)
+#define TOOLS_LIST_TTL_MS     3600000 /* what never changes while the process lives */
 
 const char *const mcp_versions[] = {"2026-07-28", "2025-11-25", "2025-06-18",
                                     "2025-03-26", "2024-11-05", NULL};
@@ -326,6 +328,32 @@ envelope(const cJSON *id)
     return m;
 }
 
+static cJSON *server_info(struct server *s);
+
+/*
+ * The 2026-07-28 revision's common result fields: resultType (required), and the server's
+ * name and version in _meta["io.modelcontextprotocol/serverInfo"] (which that revision
+ * asks for on every response, replacing initialize's serverInfo). Returns -1 out of memory.
+ */
+static int
+modern_result(struct server *s, cJSON *result)
+{
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(result, "_meta");
+
+    if (cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL &&
+        cJSON_AddStringToObject(result, "resultType", "complete") == NULL) {
+        return -1;
+    }
+    if (meta == NULL && (meta = cJSON_AddObjectToObject(result, "_meta")) == NULL) {
+        return -1;
+    }
+    if (cJSON_IsObject(meta) && cJSON_GetObjectItemCaseSensitive(meta, META_SERVER_INFO) == NULL &&
+        add_item(meta, META_SERVER_INFO, server_info(s)) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 static void
 send_result(struct server *s, const cJSON *id, cJSON *result, int modern)
 {
@@ -337,9 +365,7 @@ send_result(struct server *s, const cJSON *id, cJSON *result, int modern)
         answer_oom(s, id);
         return;
     }
-    if (modern && cJSON_IsObject(result) &&
-        cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL &&
-        cJSON_AddStringToObject(result, "resultType", "complete") == NULL) {
+    if (modern && cJSON_IsObject(result) && modern_result(s, result) < 0) {
         cJSON_Delete(result);
         result = NULL;
     }
@@ -506,7 +532,7 @@ do_discover(struct server *s, const cJSON *id)
     cJSON_AddItemToObject(r, "serverInfo", server_info(s));
     cJSON_AddStringToObject(r, "instructions", server_instructions);
     /* Nothing here changes while the process lives. */
-    cJSON_AddNumberToObject(r, "ttlMs", 3600000);
+    cJSON_AddNumberToObject(r, "ttlMs", TOOLS_LIST_TTL_MS);
     cJSON_AddStringToObject(r, "cacheScope", "public");
     send_result(s, id, r, 1);
 }
@@ -901,6 +927,12 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
             send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
         } else {
             cJSON_AddItemToObject(r, "tools", list);
+            if (modern) {
+                /* A cacheable result in 2026-07-28: the list is fixed for the process's
+                 * life and holds nothing of the user's (no policy, no paths). */
+                cJSON_AddNumberToObject(r, "ttlMs", TOOLS_LIST_TTL_MS);
+                cJSON_AddStringToObject(r, "cacheScope", "public");
+            }
             send_result(s, id, r, modern);
         }
     } else if (strcmp(method, "tools/call") == 0) {

@@ -178,17 +178,6 @@ void policy_store_status(struct policy_store *st, struct policy_status *out);
 
 /* ---- matching (policy_match.c) ---- */
 
-/*
- * 1 if `pattern` admits `host`: exact name; "*.example.com" admits subdomains only
- * (not example.com, not badexample.com); "*" admits everything. Both sides compare
- * lower-case without a trailing dot. An IP literal host is admitted only by an
- * identical IP entry (or "*"), never by a wildcard name pattern.
- */
-int policy_domain_match(const char *pattern, const char *host);
-
-/* 1 if any domain_allowlist entry admits host; an empty list admits nothing. */
-int policy_domain_allowed(const struct policy *p, const char *host);
-
 /* 1 if `name` is exactly one of env_allowlist. */
 int policy_env_allowed(const struct policy *p, const char *name);
 

@@ -1,6 +1,7 @@
 /*
- * policy_match.c - allowlist matching: fetch domains, env names, shell commands and
- * host paths.
+ * policy_match.c - allowlist matching: env names, shell commands and host paths. Fetch
+ * domains are matched by the fetch module (fetch_host_allowed), the one implementation
+ * the daemon uses.
  *
  * Host paths are where a mistake becomes a host compromise, so the rules are strict:
  * a requested path must be absolute, without control characters (a newline would
@@ -13,7 +14,6 @@
  */
 #include "policy/policy.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -23,93 +23,6 @@
 
 #include "policy/policy_int.h"
 #include "util/buf.h"
-
-/* ---- domains ---- */
-
-/* Parses an IP literal (IPv6 optionally in brackets); returns AF_INET/AF_INET6 or 0. */
-static int
-parse_ip(const char *s, unsigned char out[16])
-{
-    char inner[64];
-    size_t n = strlen(s);
-
-    if (inet_pton(AF_INET, s, out) == 1) {
-        return AF_INET;
-    }
-    if (inet_pton(AF_INET6, s, out) == 1) {
-        return AF_INET6;
-    }
-    if (n > 2 && n < sizeof(inner) && s[0] == '[' && s[n - 1] == ']') {
-        memcpy(inner, s + 1, n - 2);
-        inner[n - 2] = '\0';
-        if (inet_pton(AF_INET6, inner, out) == 1) {
-            return AF_INET6;
-        }
-    }
-    return 0;
-}
-
-/* Lower-cases into out and drops one trailing dot; 0, or -1 if empty or too long. */
-static int
-canon_host(const char *in, char *out, size_t size)
-{
-    size_t n = strlen(in);
-
-    if (n == 0 || n >= size) {
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        out[i] = (char)tolower((unsigned char)in[i]);
-    }
-    out[n] = '\0';
-    if (n > 1 && out[n - 1] == '.') {
-        out[--n] = '\0';
-    }
-    return n > 0 && out[n - 1] != '.' ? 0 : -1;
-}
-
-int
-policy_domain_match(const char *pattern, const char *host)
-{
-    char pat[256], h[256];
-    unsigned char a[16], b[16];
-    int fa, fb;
-    size_t hl, sl;
-
-    if (pattern == NULL || host == NULL || canon_host(pattern, pat, sizeof(pat)) < 0 ||
-        canon_host(host, h, sizeof(h)) < 0) {
-        return 0;
-    }
-    if (strcmp(pat, "*") == 0) {
-        return 1;
-    }
-    fb = parse_ip(h, b);
-    if (fb != 0) {
-        /* An IP literal is admitted only by the same address, never by a name. */
-        fa = parse_ip(pat, a);
-        return fa == fb && memcmp(a, b, fa == AF_INET ? 4 : 16) == 0;
-    }
-    if (strncmp(pat, "*.", 2) == 0) {
-        /* Subdomains only: "*.example.com" admits "a.example.com", not "example.com"
-         * and not "badexample.com" (the leading dot is part of the suffix). */
-        const char *suffix = pat + 1;
-        hl = strlen(h);
-        sl = strlen(suffix);
-        return hl > sl && strcmp(h + hl - sl, suffix) == 0;
-    }
-    return strcmp(pat, h) == 0;
-}
-
-int
-policy_domain_allowed(const struct policy *p, const char *host)
-{
-    for (size_t i = 0; i < p->domain_allowlist.n; i++) {
-        if (policy_domain_match(p->domain_allowlist.v[i], host)) {
-            return 1;
-        }
-    }
-    return 0;
-}
 
 int
 policy_env_allowed(const struct policy *p, const char *name)

@@ -190,6 +190,7 @@ struct sandbox {
     int status_keep; /* a second read end of the status pipe, closed once bwrap is reaped */
     int own_pidns;   /* bwrap is pid 1 of its own pid namespace: its pids are not ours */
     uv_timer_t timer;
+    uv_timer_t tick;                     /* cb.on_tick while the command runs */
     int handles;                         /* initialised handles not yet closed */
     int out_open, err_open, status_open; /* still reading */
     int exited, wait_status, killing, done;
@@ -1517,6 +1518,27 @@ kill_unknown(struct sandbox *sb)
     signal_kill(sb->bwrap_pidfd, sb->bwrap_pid);
 }
 
+/* Tells the caller how long the command has run, whether or not it printed anything. */
+static void
+on_tick(uv_timer_t *t)
+{
+    struct sandbox *sb = t->data;
+
+    if (!sb->exited && !sb->killing && sb->cb.on_tick != NULL) {
+        sb->cb.on_tick(sb->cb.ud, time_mono_ms() - sb->start_ms);
+    }
+}
+
+/* Starts the timeout and, if the caller asked for one, the tick; the command runs now. */
+static void
+clock_start(struct sandbox *sb)
+{
+    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    if (sb->cb.on_tick != NULL && sb->cb.tick_ms > 0) {
+        uv_timer_start(&sb->tick, on_tick, (uint64_t)sb->cb.tick_ms, (uint64_t)sb->cb.tick_ms);
+    }
+}
+
 /* Kills the sandbox's pid 1 (which takes its whole pid namespace along), then bwrap. */
 static void
 kill_all(struct sandbox *sb)
@@ -1525,6 +1547,7 @@ kill_all(struct sandbox *sb)
         return;
     }
     sb->killing = 1;
+    uv_timer_stop(&sb->tick);
     if (sb->child_pid > 0) {
         signal_kill(sb->child_pidfd, sb->child_pid);
         signal_kill(sb->bwrap_pidfd, 0);
@@ -1628,6 +1651,8 @@ finish(struct sandbox *sb)
     }
     uv_timer_stop(&sb->timer);
     close_handle(sb, (uv_handle_t *)&sb->timer);
+    uv_timer_stop(&sb->tick);
+    close_handle(sb, (uv_handle_t *)&sb->tick);
     close_handle(sb, (uv_handle_t *)&sb->exit_poll);
     if (sb->child_watch) {
         close_handle(sb, (uv_handle_t *)&sb->child_poll);
@@ -2082,9 +2107,10 @@ spawn:
     uv_pipe_init(loop, &sb->err_pipe, 0);
     uv_pipe_init(loop, &sb->status_pipe, 0);
     uv_timer_init(loop, &sb->timer);
+    uv_timer_init(loop, &sb->tick);
     sb->exit_poll.data = sb->out_pipe.data = sb->err_pipe.data = sb->status_pipe.data = sb;
-    sb->timer.data = sb;
-    sb->handles = 5;
+    sb->timer.data = sb->tick.data = sb;
+    sb->handles = 6;
     uv_pipe_open(&sb->out_pipe, p_out[0]);
     uv_pipe_open(&sb->err_pipe, p_err[0]);
     sb->status_keep = fcntl(p_st[0], F_DUPFD_CLOEXEC, 3);
@@ -2172,7 +2198,7 @@ sandbox_start(uv_loop_t *loop, const struct sandbox_spec *spec, const struct san
     }
     sb->cb = *cb;
     sb->start_ms = time_mono_ms();
-    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    clock_start(sb);
     *out = sb;
     return 0;
 }
@@ -2625,7 +2651,7 @@ sandbox_start_prepared(struct sandbox_prep *p, const struct sandbox_spec *spec,
     close(p->block_wr);
     p->block_wr = -1;
     sb->start_ms = time_mono_ms();
-    uv_timer_start(&sb->timer, on_timer, (uint64_t)sb->lim.timeout_ms, 0);
+    clock_start(sb);
     if (w != 1) {
         kill_all(sb); /* bwrap went away under us: reported through on_exit */
     }

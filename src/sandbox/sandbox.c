@@ -47,7 +47,7 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res, struct 
 {
     uv_loop_t loop;
     struct sandbox *sb = NULL;
-    struct sandbox_callbacks cb = {NULL, run_on_exit, NULL};
+    struct sandbox_callbacks cb = {.on_exit = run_on_exit};
     struct run_state rs = {res, 0};
     int rc;
 

@@ -157,6 +157,13 @@ struct sandbox_callbacks {
      * handles have closed.
      */
     void (*on_exit)(void *ud, struct sandbox_result *result);
+    /*
+     * Called every tick_ms while the command runs, with the milliseconds since it
+     * started, so a caller can report a command that prints nothing. May be NULL; not
+     * called once the command has ended or is being killed. Linux only.
+     */
+    void (*on_tick)(void *ud, int64_t elapsed_ms);
+    int64_t tick_ms;
     void *ud;
 };
 

@@ -739,6 +739,27 @@ out:
 
 /* ---- export -------------------------------------------------------------------------- */
 
+/*
+ * SQLite reports a damaged attached file as the connection's own corruption; the store's
+ * message would then tell the operator to restore their database from a backup. Names
+ * the snapshot file instead, whose bytes are the ones at fault.
+ */
+static int
+file_corrupt(const char *path, struct err *err)
+{
+    char why[sizeof(err->msg)];
+    const char *p = strstr(err->msg, "is corrupt: ");
+    size_t n;
+
+    snprintf(why, sizeof(why), "%s", p ? p + strlen("is corrupt: ") : err->msg);
+    n = strcspn(why, ";");
+    why[n] = '\0';
+    return err_set(err, ERR_CORRUPT,
+                   "snapshot file '%s' is damaged or not a drun snapshot (%s); the database "
+                   "was not changed; export the snapshot again",
+                   path, why);
+}
+
 static int
 attach(struct store *st, const char *path, const char *shown, struct err *err)
 {
@@ -754,6 +775,9 @@ attach(struct store *st, const char *path, const char *shown, struct err *err)
     }
     store_bind_text(s, 1, path);
     if (done(st, s, "open the snapshot file", err) < 0) {
+        if (err->code == ERR_CORRUPT) {
+            return file_corrupt(shown, err);
+        }
         err_wrap(err, "'%s'", shown);
         return -1;
     }
@@ -903,6 +927,35 @@ out:
 
 /* ---- import -------------------------------------------------------------------------- */
 
+/* Reads every page of the attached file once, so damage found later is not blamed on ours. */
+static int
+check_file_pages(struct store *st, const char *path, struct err *err)
+{
+    sqlite3_stmt *s = NULL;
+    char first[160];
+    int rc;
+
+    if (prep(st, "PRAGMA snapfile.quick_check(1)", &s, err) < 0) {
+        return -1;
+    }
+    rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        store_sqlerr(st, rc, "check the snapshot file", err);
+        sqlite3_finalize(s);
+        return err->code == ERR_CORRUPT ? file_corrupt(path, err) : -1;
+    }
+    const unsigned char *t = sqlite3_column_text(s, 0);
+    snprintf(first, sizeof(first), "%s", t ? (const char *)t : "no result");
+    sqlite3_finalize(s);
+    if (strcmp(first, "ok") != 0) {
+        return err_set(err, ERR_CORRUPT,
+                       "snapshot file '%s' is damaged (%s); the database was not changed; export "
+                       "the snapshot again",
+                       path, first);
+    }
+    return 0;
+}
+
 /* Checks that the attached file is a drun DB of our schema version with one snapshot. */
 static int
 check_file(struct store *st, const char *path, struct err *err)
@@ -910,6 +963,9 @@ check_file(struct store *st, const char *path, struct err *err)
     int64_t app = 0, ver = 0, count = 0;
 
     if (query_int(st, "PRAGMA snapfile.application_id", NULL, &app, err) < 0) {
+        if (err->code == ERR_CORRUPT) {
+            return file_corrupt(path, err);
+        }
         return err_wrap(err, "'%s' is not a drun snapshot file", path);
     }
     if (app != STORE_APPLICATION_ID) {
@@ -935,7 +991,7 @@ check_file(struct store *st, const char *path, struct err *err)
                        "snapshot file '%s' holds %lld snapshots; a snapshot file holds exactly one",
                        path, (long long)count);
     }
-    return 0;
+    return check_file_pages(st, path, err);
 }
 
 /*

@@ -83,6 +83,9 @@ struct tool_def {
     const char *title;        /* a few words for humans */
     const char *description;  /* short; for the agent */
     const char *input_schema; /* JSON text of a JSON Schema 2020-12 object schema */
+    /* JSON text of the schema every successful result matches (its structuredContent),
+     * or NULL for a tool whose results are text, arrays or of more than one kind. */
+    const char *output_schema;
     struct tool_annotations annotations;
     tool_handler_fn handler;
 };

@@ -34,8 +34,9 @@
 #include "util/mem.h"
 #include "util/timeutil.h"
 
-#define PROGRESS_EVERY_MS 100 /* at most ~10 notifications a second */
-#define PROGRESS_LINE_MAX 240 /* bytes of the latest line sent as the progress message */
+#define PROGRESS_EVERY_MS 100  /* at most ~10 notifications a second */
+#define HEARTBEAT_MS      2000 /* a silent command still reports this often */
+#define PROGRESS_LINE_MAX 240  /* bytes of the latest line sent as the progress message */
 #define SUMMARY_CMD_MAX   120
 
 /* The latest output line of one stream, for progress messages. */
@@ -58,6 +59,7 @@ struct bash_run {
     int64_t timeout_ms;
     uint64_t seen; /* bytes of output seen; the progress value */
     int64_t last_progress_ms;
+    int64_t last_output_ms;
     int sent_seen; /* seen value of the last notification */
     struct line_track lines[2];
     struct policy *policy; /* the call's policy (a reference), for the next prepared sandbox */
@@ -173,6 +175,13 @@ track_bytes(struct line_track *t, const char *p, size_t n, uint64_t seen_before)
     }
 }
 
+/* The progress value: milliseconds since the call started, fractional so it always grows. */
+static double
+elapsed_ms(const struct bash_run *r)
+{
+    return (double)(time_mono_us() - r->t0_us) / 1000.0;
+}
+
 static void
 send_progress(struct bash_run *r, int64_t now)
 {
@@ -188,8 +197,35 @@ send_progress(struct bash_run *r, int64_t now)
     } else {
         append_lossy(&msg, b->cur, b->cur_len);
     }
-    tool_call_progress(r->call, (double)r->seen, -1, buf_failed(&msg) ? NULL : buf_cstr(&msg));
+    tool_call_progress(r->call, elapsed_ms(r), -1, buf_failed(&msg) ? NULL : buf_cstr(&msg));
     buf_release(&msg);
+    r->last_progress_ms = now;
+    r->sent_seen = 1;
+}
+
+/*
+ * The heartbeat: a command that prints nothing for a while (a build, a test suite, a
+ * download) still reports that it runs, so a client that resets its request timeout on
+ * progress does not give up on it, and a user sees it is alive.
+ */
+static void
+on_tick(void *ud, int64_t run_ms)
+{
+    struct bash_run *r = ud;
+    int64_t now = time_mono_ms();
+    char msg[96];
+
+    if (!tool_call_has_progress(r->call) ||
+        (r->sent_seen && now - r->last_progress_ms < HEARTBEAT_MS)) {
+        return;
+    }
+    if (r->seen == 0) {
+        snprintf(msg, sizeof(msg), "running for %lld s, no output yet", (long long)(run_ms / 1000));
+    } else {
+        snprintf(msg, sizeof(msg), "running for %lld s, no new output for %lld s",
+                 (long long)(run_ms / 1000), (long long)((now - r->last_output_ms) / 1000));
+    }
+    tool_call_progress(r->call, elapsed_ms(r), -1, msg);
     r->last_progress_ms = now;
     r->sent_seen = 1;
 }
@@ -202,10 +238,14 @@ on_output(void *ud, enum sandbox_stream stream, const char *bytes, size_t len)
 
     track_bytes(&r->lines[stream == SANDBOX_STDERR ? 1 : 0], bytes, len, r->seen);
     r->seen += len;
-    if (!tool_call_has_progress(r->call) || len == 0) {
+    if (len == 0) {
         return;
     }
     now = time_mono_ms();
+    r->last_output_ms = now;
+    if (!tool_call_has_progress(r->call)) {
+        return;
+    }
     if (!r->sent_seen || now - r->last_progress_ms >= PROGRESS_EVERY_MS) {
         send_progress(r, now);
     }
@@ -926,8 +966,11 @@ session_bash(struct tool_call *call)
     spec.command_len = len;
     r->timeout_ms = p->bash_timeout_ms;
 
+    memset(&cb, 0, sizeof(cb));
     cb.on_output = on_output;
     cb.on_exit = bash_on_exit;
+    cb.on_tick = on_tick;
+    cb.tick_ms = HEARTBEAT_MS;
     cb.ud = r;
     /* The session's prepared sandbox, if one waits and still matches; else a cold start. */
     if (warm != NULL && warm->policy == p &&
@@ -967,6 +1010,13 @@ static const char bash_schema[] =
     "run it, in a few words (recorded in the checkpoint).\"}," TSESS_ID_PROP
     "},\"required\":[\"command\",\"description\"],\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char bash_out[] = TSESS_OUT_OBJECT(
+    TSESS_OUT_STATE_PROPS ",\"duration_ms\":" J_INT ",\"stdout_truncated\":" J_BOOL
+                          ",\"stderr_truncated\":" J_BOOL ",\"limit_hit\":" J_STR_NULL
+                          ",\"warm\":" J_BOOL ",\"stdout_tail\":" J_STR ",\"stderr_tail\":" J_STR,
+    TSESS_OUT_STATE_REQ ",\"duration_ms\"");
+
 const struct tool_def tools_bash_defs[] = {
     {
         .name = "session_bash",
@@ -977,6 +1027,7 @@ const struct tool_def tools_bash_defs[] = {
                        "checkpoint_read_stdstreams.",
         .input_schema = bash_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = bash_out,
         .handler = session_bash,
     },
 };

@@ -255,6 +255,21 @@ audit_args_build(struct tool_call *c)
     tool_audit_args(c->args, &c->audit_args, &c->audit_parts, &c->audit_nparts);
 }
 
+/*
+ * A refusal by policy (the mount allowlist for mount, export, delete and restore, the env
+ * allowlist, the fetch allowlist, snapshots_dir, the command deny- and allowlists) carries
+ * a code ending in "_denied". It is audited as outcome "denied" so that an operator's
+ * query for denials finds every one, apart from calls that merely failed.
+ */
+static int
+is_policy_denial(const char *code)
+{
+    static const char suffix[] = "_denied";
+    size_t n = code ? strlen(code) : 0;
+
+    return n > sizeof(suffix) - 1 && strcmp(code + n - (sizeof(suffix) - 1), suffix) == 0;
+}
+
 static void
 write_audit(struct tool_call *c, const char *outcome, const char *code, const char *message)
 {
@@ -267,7 +282,10 @@ write_audit(struct tool_call *c, const char *outcome, const char *code, const ch
     }
     memset(&row, 0, sizeof(row));
     audit_args_build(c);
-    if (c->summary[0] != '\0') {
+    if (message != NULL && is_policy_denial(code)) {
+        /* The message names the rule that refused the call; the row must carry it. */
+        snprintf(summary, sizeof(summary), "%s: %.*s", code, SUMMARY_MAX, message);
+    } else if (c->summary[0] != '\0') {
         snprintf(summary, sizeof(summary), "%s", c->summary);
     } else if (message != NULL) {
         snprintf(summary, sizeof(summary), "%s: %.200s", code ? code : outcome, message);
@@ -421,7 +439,10 @@ park_for_lock(struct tool_call *c)
 static void
 finish(struct tool_call *c, cJSON *result, const char *code, const char *message)
 {
-    const char *outcome = c->cancelled ? "cancelled" : code ? "error" : "ok";
+    const char *outcome = c->cancelled             ? "cancelled"
+                          : is_policy_denial(code) ? "denied"
+                          : code                   ? "error"
+                                                   : "ok";
     struct tool_call_host host = c->host;
     struct session_mgr *sessions = c->env != NULL ? c->env->sessions : NULL;
     void *loop = c->env != NULL ? c->env->loop : NULL;

@@ -10,6 +10,7 @@
  * grows with them.
  */
 #include "tools/tools.h"
+#include "tools/tools_sess.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,6 +352,20 @@ static const char no_args_schema[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
     "\"properties\":{},\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char config_out[] = TSESS_OUT_OBJECT(
+    "\"domain_allowlist\":" J_STRS ",\"mount_allowlist\":" J_STRS ",\"mount_overlay_paths\":" J_STRS
+    ",\"env_allowlist\":" J_STRS ",\"bash_command_denylist\":" J_STRS
+    ",\"bash_command_allowlist\":" J_STRS ",\"snapshots_dir\":" J_STR_NULL
+    ",\"max_workspace_mb\":" J_INT ",\"max_sessions\":" J_INT ",\"max_checkpoints\":" J_INT
+    ",\"session_idle_timeout_secs\":" J_INT ",\"bash_timeout_ms\":" J_INT
+    ",\"fetch_timeout_ms\":" J_INT ",\"connect_timeout_ms\":" J_INT
+    ",\"package_install_enabled\":" J_BOOL ",\"snapshot_on_close\":" J_BOOL
+    ",\"db_path\":" J_STR_NULL ",\"runtime_dir\":" J_STR_NULL ",\"policy_in_force\":" J_BOOL
+    ",\"source\":" J_STR ",\"config_path\":" J_STR_NULL ",\"warnings\":" J_STRS
+    ",\"load_error\":{\"type\":[\"object\",\"null\"]}",
+    "\"domain_allowlist\",\"mount_allowlist\",\"env_allowlist\",\"source\"");
+
 const struct tool_def tools_config_defs[] = {
     {
         .name = "get_config",
@@ -361,6 +376,7 @@ const struct tool_def tools_config_defs[] = {
                        "lets mount read any host path.",
         .input_schema = no_args_schema,
         .annotations = {.read_only = 1, .destructive = 0, .idempotent = 1, .open_world = 0},
+        .output_schema = config_out,
         .handler = get_config,
     },
     {

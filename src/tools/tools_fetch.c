@@ -692,6 +692,14 @@ static const char fetch_schema[] =
     "(recorded in the checkpoint).\"}," TSESS_ID_PROP
     "},\"required\":[\"url\",\"description\"],\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char fetch_out[] = TSESS_OUT_OBJECT(
+    "\"status\":" J_INT ",\"bytes\":" J_INT ",\"content_type\":" J_STR ",\"saved_to\":" J_STR
+    ",\"dir\":" J_STR ",\"manifest_path\":" J_STR ",\"assets_fetched\":" J_INT
+    ",\"assets_skipped\":" J_INT ",\"assets_failed\":" J_INT ",\"final_url\":" J_STR
+    ",\"checkpoint_id\":" J_INT,
+    "\"status\",\"bytes\",\"saved_to\",\"dir\",\"manifest_path\",\"final_url\",\"checkpoint_id\"");
+
 const struct tool_def tools_fetch_defs[] = {
     {
         .name = "session_fetch",
@@ -703,6 +711,7 @@ const struct tool_def tools_fetch_defs[] = {
                        "read the saved file.",
         .input_schema = fetch_schema,
         .annotations = {0, 0, 0, 1},
+        .output_schema = fetch_out,
         .handler = session_fetch,
     },
 };

@@ -383,6 +383,7 @@ const struct tool_def tools_files_defs[] = {
                        "keys; parent directories are implied.",
         .input_schema = write_files_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_write_files,
     },
     {
@@ -391,6 +392,7 @@ const struct tool_def tools_files_defs[] = {
         .description = "Delete files (exact keys) from the workspace as one checkpoint.",
         .input_schema = delete_files_schema,
         .annotations = {0, 1, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_delete_files,
     },
 };

@@ -530,13 +530,22 @@ static const char drop_schema[] =
 static const char streams_schema[] =
     SCHEMA_HEAD "\"properties\":{"
     ID_PROP("checkpoint_id", "Default: the head.") ","
-    "\"stream\":{\"type\":\"string\",\"description\":\"stdout (default) or stderr.\"},"
+    "\"stream\":{\"type\":\"string\",\"enum\":[\"stdout\",\"stderr\"],"
+    "\"description\":\"stdout (default) or stderr.\"},"
     ID_PROP("offset", "Byte offset.") ","
     ID_PROP("limit", "Most bytes.") ","
     "\"pattern\":{\"type\":\"string\",\"maxLength\":4096,"
     "\"description\":\"Regular expression: return matching lines.\"},"
     DESC_PROP TAIL_REQ("\"description\"");
 /* clang-format on */
+
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char streams_out[] = TSESS_OUT_OBJECT(
+    "\"stream\":{\"enum\":[\"stdout\",\"stderr\"]},\"checkpoint_id\":" J_INT
+    ",\"exit_code\":" J_INT_NULL ",\"offset\":" J_INT ",\"length\":" J_INT ",\"total_bytes\":" J_INT
+    ",\"has_more\":" J_BOOL ",\"encoding\":{\"enum\":[\"text\",\"base64\"]},\"content\":" J_STR
+    ",\"total_matches\":" J_INT ",\"matches\":" J_OBJS,
+    "\"stream\",\"checkpoint_id\"");
 
 const struct tool_def tools_history_defs[] = {
     {
@@ -554,6 +563,7 @@ const struct tool_def tools_history_defs[] = {
                        "it changed.",
         .input_schema = desc_schema,
         .annotations = {1, 0, 1, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_state,
     },
     {
@@ -563,6 +573,7 @@ const struct tool_def tools_history_defs[] = {
                        "checkpoints after it; fork first to keep them.",
         .input_schema = rollback_schema,
         .annotations = {0, 1, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_rollback,
     },
     {
@@ -607,6 +618,7 @@ const struct tool_def tools_history_defs[] = {
                        "head as one checkpoint. Never deletes.",
         .input_schema = merge_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_merge,
     },
     {
@@ -616,6 +628,7 @@ const struct tool_def tools_history_defs[] = {
                        "filtered by pattern.",
         .input_schema = streams_schema,
         .annotations = {1, 0, 1, 0},
+        .output_schema = streams_out,
         .handler = do_stdstreams,
     },
 };

@@ -758,6 +758,22 @@ out:
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
 #define DESCRIPTION_PROP "\"description\":{\"type\":\"string\",\"maxLength\":4096}"
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char delete_out[] = TSESS_OUT_OBJECT(
+    "\"path\":" J_STR ",\"deleted\":" J_BOOL ",\"files_removed\":" J_INT ",\"dirs_removed\":" J_INT,
+    "\"path\",\"deleted\",\"files_removed\",\"dirs_removed\"");
+static const char env_out[] = TSESS_OUT_OBJECT(
+    "\"name\":" J_STR ",\"value\":" J_STR ",\"is_set\":" J_BOOL, "\"name\",\"value\",\"is_set\"");
+static const char export_out[] = TSESS_OUT_OBJECT(
+    "\"output_dir\":" J_STR ",\"resolved_output_dir\":" J_STR ",\"written_count\":" J_INT
+    ",\"exported_files\":" J_STRS ",\"skipped\":" J_OBJS ",\"skipped_total\":" J_INT,
+    "\"output_dir\",\"resolved_output_dir\",\"written_count\",\"exported_files\"");
+static const char mount_out[] =
+    TSESS_OUT_OBJECT(TSESS_OUT_STATE_PROPS ",\"mounted_from\":" J_STR ",\"files_mounted\":" J_INT
+                                           ",\"bytes_mounted\":" J_INT ",\"skipped\":" J_OBJS
+                                           ",\"skipped_total\":" J_INT ",\"overlays\":" J_OBJS,
+                     TSESS_OUT_STATE_REQ ",\"mounted_from\",\"files_mounted\",\"bytes_mounted\"");
+
 const struct tool_def tools_host_defs[] = {
     {
         .name = "session_mount",
@@ -774,6 +790,7 @@ const struct tool_def tools_host_defs[] = {
                                     "\"required\":[\"path\",\"description\"],"
                                     "\"additionalProperties\":false}",
         .annotations = {.read_only = 0, .destructive = 0, .idempotent = 0, .open_world = 0},
+        .output_schema = mount_out,
         .handler = session_mount,
     },
     {
@@ -794,6 +811,7 @@ const struct tool_def tools_host_defs[] = {
                         "\"required\":[\"output_dir\",\"description\"],"
                         "\"additionalProperties\":false}",
         .annotations = {.read_only = 0, .destructive = 0, .idempotent = 0, .open_world = 0},
+        .output_schema = export_out,
         .handler = session_export,
     },
     {
@@ -807,6 +825,7 @@ const struct tool_def tools_host_defs[] = {
                                     "\"maxLength\":4096}},"
                                     "\"required\":[\"path\"],\"additionalProperties\":false}",
         .annotations = {.read_only = 0, .destructive = 1, .idempotent = 1, .open_world = 0},
+        .output_schema = delete_out,
         .handler = delete_from_host,
     },
     {
@@ -819,6 +838,7 @@ const struct tool_def tools_host_defs[] = {
                                     "\"maxLength\":256}," TSESS_ID_PROP "},"
                                     "\"required\":[\"name\"],\"additionalProperties\":false}",
         .annotations = {.read_only = 1, .destructive = 0, .idempotent = 1, .open_world = 0},
+        .output_schema = env_out,
         .handler = session_get_env,
     },
 };

@@ -61,6 +61,7 @@ static const char *const tools_order[] = {
 struct entry {
     const struct tool_def *def;
     cJSON *schema; /* parsed input_schema */
+    cJSON *output; /* parsed output_schema, or NULL */
     size_t rank;   /* position in tools_order, or ORDER_N + registration sequence */
 };
 
@@ -122,8 +123,20 @@ tools_register(const struct tool_def *defs, size_t n, struct err *err)
         if (tools_find(defs[i].name) != NULL) {
             return err_set(err, ERR_EXISTS, "tool '%s' is registered twice", defs[i].name);
         }
+        cJSON *output = NULL;
         if (check_def(&defs[i], &schema, err) < 0) {
             return -1;
+        }
+        if (defs[i].output_schema != NULL) {
+            output = cJSON_ParseWithLength(defs[i].output_schema, strlen(defs[i].output_schema));
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(output, "type");
+            if (!cJSON_IsString(t) || strcmp(t->valuestring, "object") != 0) {
+                cJSON_Delete(output);
+                cJSON_Delete(schema);
+                return err_set(err, ERR_INTERNAL,
+                               "tool '%s' has an output schema that is not an object schema",
+                               defs[i].name);
+            }
         }
         /* Insertion sort by rank keeps the list in its fixed order. */
         size_t rank = order_rank(defs[i].name);
@@ -132,6 +145,7 @@ tools_register(const struct tool_def *defs, size_t n, struct err *err)
         }
         reg[at].def = &defs[i];
         reg[at].schema = schema;
+        reg[at].output = output;
         reg[at].rank = rank;
         reg_n++;
     }
@@ -177,6 +191,7 @@ tools_registry_reset(void)
 {
     for (size_t i = 0; i < reg_n; i++) {
         cJSON_Delete(reg[i].schema);
+        cJSON_Delete(reg[i].output);
     }
     memset(reg, 0, sizeof(reg));
     reg_n = 0;
@@ -246,6 +261,17 @@ tool_json(const struct entry *e)
     }
     cJSON_AddStringToObject(t, "description", e->def->description);
     cJSON_AddItemToObject(t, "inputSchema", schema);
+    if (e->output != NULL) {
+        /* Declared only by tools whose every result is an object, sent as
+         * structuredContent too; clients check it against this schema. */
+        cJSON *out = cJSON_Duplicate(e->output, 1);
+        if (out == NULL || !cJSON_AddItemToObject(t, "outputSchema", out)) {
+            cJSON_Delete(out);
+            cJSON_Delete(ann);
+            cJSON_Delete(t);
+            return NULL;
+        }
+    }
     cJSON_AddBoolToObject(ann, "readOnlyHint", e->def->annotations.read_only);
     cJSON_AddBoolToObject(ann, "destructiveHint", e->def->annotations.destructive);
     cJSON_AddBoolToObject(ann, "idempotentHint", e->def->annotations.idempotent);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "store/store.h"
 #include "tools/tools_bash.h"
 #include "util/mem.h"
@@ -396,75 +398,119 @@ tsess_page(cJSON *obj, const char *data, size_t len, int64_t offset, int64_t lim
     return 0;
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/*
+ * Base64 is OpenSSL's codec (EVP_EncodeBlock / EVP_DecodeBlock). EVP_DecodeBlock alone is
+ * too lenient for input: it reads '=' anywhere as zero bits and leaves the padding in the
+ * output length. So the input is first checked here: ASCII whitespace (what `base64`
+ * and mail tools wrap lines with) is dropped, '=' may only end the data (at most two),
+ * and the remaining length must be a multiple of 4; a byte outside the alphabet is then
+ * found by OpenSSL and named by its offset in the caller's input.
+ */
+#define B64_CHUNK ((size_t)1 << 20) /* encoded characters per OpenSSL call; a multiple of 4 */
+
+static int
+b64_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static int
+b64_alpha(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
 
 int
 tsess_b64_encode(const void *data, size_t len, struct buf *out)
 {
     const unsigned char *p = data;
-    char q[4];
 
     if (buf_grow(out, (len + 2) / 3 * 4) < 0) {
         return -1;
     }
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < len) {
-            v |= (unsigned)p[i + 1] << 8;
-        }
-        if (i + 2 < len) {
-            v |= p[i + 2];
-        }
-        q[0] = b64[(v >> 18) & 63];
-        q[1] = b64[(v >> 12) & 63];
-        q[2] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-        q[3] = i + 2 < len ? b64[v & 63] : '=';
-        buf_append(out, q, 4);
+    for (size_t i = 0; i < len;) {
+        size_t k = len - i < B64_CHUNK / 4 * 3 ? len - i : B64_CHUNK / 4 * 3;
+        int n = EVP_EncodeBlock((unsigned char *)out->data + out->len, p + i, (int)k);
+        out->len += (size_t)n;
+        i += k;
     }
-    return buf_failed(out) ? -1 : 0;
-}
-
-static int
-b64_val(int c)
-{
-    const char *p = c ? strchr(b64, c) : NULL;
-    return p ? (int)(p - b64) : -1;
+    if (out->data != NULL) {
+        out->data[out->len] = '\0';
+    }
+    return 0;
 }
 
 int
 tsess_b64_decode(const char *in, size_t len, struct buf *out, struct err *err)
 {
-    unsigned v = 0;
-    int bits = 0;
-    size_t pad = 0;
+    char *clean = NULL;
+    size_t n = 0, pad = 0, first_pad = 0;
+    int rc = -1;
 
-    while (len > 0 && in[len - 1] == '=' && pad < 2) {
-        len--;
-        pad++;
-    }
-    if ((len + pad) % 4 != 0) {
-        return err_set(err, ERR_INVAL,
-                       "base64 decode error: the length %zu is not a multiple of 4; send standard "
-                       "padded base64",
-                       len + pad);
+    clean = mem_alloc(len + 1);
+    if (clean == NULL) {
+        return err_set(err, ERR_NOMEM, "cannot decode base64: out of memory");
     }
     for (size_t i = 0; i < len; i++) {
-        int d = b64_val((unsigned char)in[i]);
-        if (d < 0) {
-            return err_set(err, ERR_INVAL,
-                           "base64 decode error: invalid byte at offset %zu; send standard "
-                           "base64 (A-Z a-z 0-9 + /)",
-                           i);
+        int c = (unsigned char)in[i];
+        if (b64_space(c)) {
+            continue;
         }
-        v = (v << 6) | (unsigned)d;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf_putc(out, (int)((v >> bits) & 0xff));
+        if (c == '=') {
+            if (pad++ == 0) {
+                first_pad = i;
+            }
+        } else if (pad > 0) {
+            err_set(err, ERR_INVAL,
+                    "base64 decode error: '=' padding at offset %zu is inside the data; '=' may "
+                    "only end it",
+                    first_pad);
+            goto out;
         }
+        clean[n++] = (char)c;
     }
-    if (buf_failed(out)) {
-        return buf_err(out, "the decoded content", err);
+    if (pad > 2) {
+        err_set(err, ERR_INVAL,
+                "base64 decode error: %zu '=' at offset %zu; padding is at most two '='", pad,
+                first_pad);
+        goto out;
     }
-    return 0;
+    if (n % 4 != 0) {
+        err_set(err, ERR_INVAL,
+                "base64 decode error: %zu base64 characters (not counting whitespace) is not a "
+                "multiple of 4; send standard padded base64",
+                n);
+        goto out;
+    }
+    if (buf_grow(out, n / 4 * 3) < 0) {
+        rc = buf_err(out, "the decoded content", err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i += B64_CHUNK) {
+        size_t k = n - i < B64_CHUNK ? n - i : B64_CHUNK;
+        int got = EVP_DecodeBlock((unsigned char *)out->data + out->len,
+                                  (const unsigned char *)clean + i, (int)k);
+        if (got < 0) {
+            size_t at = 0;
+            while (at < len && (b64_alpha((unsigned char)in[at]) || in[at] == '=' ||
+                                b64_space((unsigned char)in[at]))) {
+                at++;
+            }
+            err_set(err, ERR_INVAL,
+                    "base64 decode error: invalid byte at offset %zu; send standard base64 "
+                    "(A-Z a-z 0-9 + / and '=' padding)",
+                    at);
+            goto out;
+        }
+        out->len += (size_t)got;
+    }
+    out->len -= pad; /* EVP_DecodeBlock counts each '=' as a zero byte */
+    if (out->data != NULL) {
+        out->data[out->len] = '\0';
+    }
+    rc = 0;
+out:
+    mem_free(clean);
+    return rc;
 }

@@ -15,6 +15,33 @@
     "\"session_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"Act on this "          \
     "session instead of the active one (the active session is not changed).\"}"
 
+/*
+ * Output schemas (tool_def.output_schema). J_* are property schemas; TSESS_OUT_OBJECT
+ * builds an object schema from properties and required names. Objects stay open to keys
+ * a later drun adds; the listed ones are always of the listed type.
+ */
+#define J_STR      "{\"type\":\"string\"}"
+#define J_INT      "{\"type\":\"integer\"}"
+#define J_BOOL     "{\"type\":\"boolean\"}"
+#define J_STR_NULL "{\"type\":[\"string\",\"null\"]}"
+#define J_INT_NULL "{\"type\":[\"integer\",\"null\"]}"
+#define J_STRS     "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
+#define J_OBJS     "{\"type\":\"array\",\"items\":{\"type\":\"object\"}}"
+#define TSESS_OUT_OBJECT(props, req)                                                               \
+    "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" req "]}"
+
+/* SessionState: what most session tools answer (tsess_state). */
+#define TSESS_OUT_STATE_PROPS                                                                      \
+    "\"session_id\":" J_STR ",\"label\":" J_STR_NULL ",\"checkpoint_id\":" J_INT                   \
+    ",\"parent_session_id\":" J_STR ",\"parent_checkpoint_id\":" J_INT ",\"stdout_bytes\":" J_INT  \
+    ",\"stderr_bytes\":" J_INT ",\"exit_code\":" J_INT_NULL ",\"workspace_file_count\":" J_INT     \
+    ",\"files_added_count\":" J_INT ",\"files_modified_count\":" J_INT                             \
+    ",\"files_removed_count\":" J_INT
+#define TSESS_OUT_STATE_REQ                                                                        \
+    "\"session_id\",\"checkpoint_id\",\"stdout_bytes\",\"stderr_bytes\",\"workspace_file_count\"," \
+    "\"files_added_count\",\"files_modified_count\",\"files_removed_count\""
+#define TSESS_OUT_STATE TSESS_OUT_OBJECT(TSESS_OUT_STATE_PROPS, TSESS_OUT_STATE_REQ)
+
 /* The manager, or NULL after ending the call with internal_error. */
 struct session_mgr *tsess_mgr(struct tool_call *call);
 

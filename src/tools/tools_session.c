@@ -471,6 +471,7 @@ const struct tool_def tools_session_defs[] = {
         .description = "Create an empty workspace session and make it your active session.",
         .input_schema = no_args_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_create_session,
     },
     {
@@ -481,6 +482,7 @@ const struct tool_def tools_session_defs[] = {
                        "holds it.",
         .input_schema = switch_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_session_switch,
     },
     {
@@ -490,6 +492,7 @@ const struct tool_def tools_session_defs[] = {
                        "new session holding that checkpoint's files; the fork becomes active.",
         .input_schema = fork_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_session_fork,
     },
     {
@@ -524,6 +527,7 @@ const struct tool_def tools_session_defs[] = {
         .description = "Set the active session's label (\"\" clears it).",
         .input_schema = label_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_session_label,
     },
     {
@@ -532,6 +536,7 @@ const struct tool_def tools_session_defs[] = {
         .description = "For the drun chat CLI only; agents must never call this.",
         .input_schema = chat_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = TSESS_OUT_STATE,
         .handler = do_session_chat_record,
     },
 };

@@ -361,9 +361,14 @@ do_session_snapshot(struct tool_call *call)
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
         goto out;
     }
+    /* The reference's key stays for its clients: null says the snapshot lives only in
+     * the database, under `name`. */
     if (pathc != NULL) {
         cJSON_AddStringToObject(o, "snapshot_path", pathc);
         cJSON_AddNumberToObject(o, "size_bytes", (double)bytes);
+    } else {
+        cJSON_AddNullToObject(o, "snapshot_path");
+        cJSON_AddNullToObject(o, "size_bytes");
     }
     cJSON_AddStringToObject(o, "name", snap.name);
     cJSON_AddNumberToObject(o, "snapshot_id", (double)snap.id);
@@ -394,6 +399,8 @@ db_entry(const struct store_snapshot *s)
     }
     time_format_iso(s->created_ms, t, sizeof(t));
     cJSON_AddStringToObject(o, "kind", "db");
+    cJSON_AddNullToObject(o, "path"); /* the reference's keys: it lives in the database */
+    cJSON_AddNullToObject(o, "size_bytes");
     cJSON_AddStringToObject(o, "name", s->name);
     cJSON_AddNumberToObject(o, "snapshot_id", (double)s->id);
     cJSON_AddStringToObject(o, "session_id", s->session_id);
@@ -910,6 +917,18 @@ static const char restore_schema[] =
                 "\"description\":\"A snapshot in the database (see list_snapshots).\"}},"
                 "\"additionalProperties\":false}";
 
+/* Output schemas: what a successful result holds (docs/tools.md). */
+static const char restore_out[] = TSESS_OUT_OBJECT(
+    TSESS_OUT_STATE_PROPS ",\"snapshot_name\":" J_STR ",\"dropped_overlays\":" J_OBJS
+                          ",\"dropped_overlays_total\":" J_INT,
+    TSESS_OUT_STATE_REQ ",\"snapshot_name\"");
+static const char snapshot_out[] = TSESS_OUT_OBJECT(
+    "\"snapshot_path\":" J_STR_NULL ",\"size_bytes\":" J_INT_NULL ",\"name\":" J_STR
+    ",\"snapshot_id\":" J_INT ",\"session_id\":" J_STR ",\"checkpoint_id\":" J_INT
+    ",\"checkpoints\":" J_INT,
+    "\"snapshot_path\",\"size_bytes\",\"name\",\"snapshot_id\",\"session_id\",\"checkpoint_id\","
+    "\"checkpoints\"");
+
 const struct tool_def tools_snapshot_defs[] = {
     {
         .name = "list_snapshots",
@@ -927,6 +946,7 @@ const struct tool_def tools_snapshot_defs[] = {
                        "snapshot; with path, also write it to a portable file.",
         .input_schema = snapshot_schema,
         .annotations = {0, 0, 1, 0},
+        .output_schema = snapshot_out,
         .handler = do_session_snapshot,
     },
     {
@@ -936,6 +956,7 @@ const struct tool_def tools_snapshot_defs[] = {
                        "its full history; it becomes your active session.",
         .input_schema = restore_schema,
         .annotations = {0, 0, 0, 0},
+        .output_schema = restore_out,
         .handler = do_session_restore,
     },
 };

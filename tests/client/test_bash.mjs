@@ -8,7 +8,7 @@
 // command, 100 MiB of output, invalid UTF-8, the busy rule and concurrency across
 // sessions. The long-running commands wait on a gate file the test creates in a
 // read-only mount_allowlist directory, so nothing here depends on timing.
-import { chmodSync, mkdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, writeFileSync, utimesSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -250,6 +250,63 @@ await R.run('progress notifications: the latest line, increasing, throttled', as
   const r2 = await bash('seq 1 2000000', {}, { onprogress: (p) => flood.push(p) });
   assert(flood.length >= 1 && flood.length <= r2.duration_ms / 100 + 3,
     `${flood.length} notifications in ${r2.duration_ms} ms (at most ~10 a second)`);
+});
+
+await R.run('a silent command sends a heartbeat with its elapsed time before it ends', async () => {
+  // The command blocks on a FIFO in its workspace; the test opens the FIFO from the host
+  // only after a heartbeat came, so the beat cannot have been caused by output or exit.
+  const name = `hb-${process.pid}-${Date.now()}`;
+  const rt = (await ok('get_config', {})).runtime_dir;
+  const sid = (await ok('get_session_state', { description: 'sid' })).session_id;
+  // The workspace is ws-<sid> under runtime_dir, directly or in the daemon's own
+  // directory, as the daemon sees it (its own mount namespace holds the workspace tmpfs).
+  const top = `/proc/${transport.pid}/root${rt}`;
+  const fifoPath = () => {
+    const direct = join(top, `ws-${sid}`, name);
+    if (existsSync(direct)) return direct;
+    let subs = [];
+    try {
+      subs = readdirSync(top);
+    } catch {}
+    for (const sub of subs) {
+      const p = join(top, sub, `ws-${sid}`, name);
+      if (existsSync(p)) return p;
+    }
+    return '';
+  };
+  const beats = [];
+  let onBeat;
+  const beat = new Promise((res) => (onBeat = res));
+  const run = bash(`mkfifo ${name} && cat ${name}`, {}, {
+    onprogress: (p) => {
+      beats.push(p);
+      onBeat();
+    },
+    resetTimeoutOnProgress: true,
+  });
+  let ended = false;
+  run.then(() => (ended = true), () => (ended = true));
+  let guard;
+  const first = await Promise.race([beat.then(() => 'beat'), run.then(() => 'ended'),
+    new Promise((res) => (guard = setTimeout(() => res('no heartbeat within 60 s'), 60000)))]);
+  clearTimeout(guard);
+  assertEq(first, 'beat', 'a heartbeat came while the command was blocked');
+  assert(!ended, 'the command was still running');
+  assert(/^running for \d+ s, no output yet$/.test(beats[0].message), `message ${JSON.stringify(beats[0])}`);
+  assert(typeof beats[0].progress === 'number' && beats[0].progress > 0, 'progress is the elapsed time');
+  // Release: find the FIFO under the runtime dir and write a line into it.
+  let fifo = '';
+  for (let i = 0; i < 600 && !fifo; i++) {
+    fifo = fifoPath();
+    if (!fifo) await new Promise((res) => setTimeout(res, 100));
+  }
+  assert(fifo, `the FIFO ${name} is not under ${rt}`);
+  // A bounded writer, so a command that already ended cannot hang the test here.
+  const w = spawnSync('timeout', ['60', 'sh', '-c', 'echo released > "$1"', 'sh', fifo]);
+  assertEq(w.status, 0, 'wrote the FIFO');
+  const r = await run;
+  assertEq([r.exit_code, r.stdout_tail], [0, 'released\n'], 'the command ends once released');
+  for (let i = 1; i < beats.length; i++) assert(beats[i].progress > beats[i - 1].progress, 'strictly increasing');
 });
 
 await R.run('timeout: execution_timeout, no checkpoint, partial writes do not leak', async () => {

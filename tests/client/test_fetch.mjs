@@ -269,7 +269,7 @@ await R.run('file://, gopher://, dict:// and an unlisted host are fetch_denied',
   assert(e.message.includes("drun-mcp config add-domain unlisted.test"), `names the fix: ${e.message}`);
   assertEq(await histLen(), before, 'no checkpoint');
   const rows = lastRows('session_fetch', 1);
-  assertEq([rows[0].outcome, rows[0].error_code], ['error', 'fetch_denied'], 'audited');
+  assertEq([rows[0].outcome, rows[0].error_code], ['denied', 'fetch_denied'], 'audited as a denial');
 });
 
 await R.run('redirect to a host not on the list: fetch_denied naming the hop, hop rows', async () => {

@@ -349,7 +349,7 @@ await R.run('fork, merge, explicit session_id, label, chat_record, stdstreams', 
   assertEq([so.stream, so.exit_code, so.content], ['stdout', null, ''], 'empty output');
   const sp = ok(await call('checkpoint_read_stdstreams', { stream: 'stderr', pattern: 'x', ...D }), 'sp').json;
   assertEq(sp.total_matches, 0, 'pattern on empty');
-  errIs(await call('checkpoint_read_stdstreams', { stream: 'stdin', ...D }), 'internal_error', 'bad stream');
+  errIs(await call('checkpoint_read_stdstreams', { stream: 'stdin', ...D }), 'invalid_arguments', 'bad stream (an enum in the schema)');
   errIs(await call('checkpoint_read_stdstreams', { checkpoint_id: 9999, ...D }), 'checkpoint_not_found', 'bad cp');
   errIs(await call('session_switch', { session_id: 'ffffffff' }), 'session_not_found', 'switch unknown');
   errIs(await call('session_switch', { session_id: '../etc' }), 'session_not_found', 'switch junk');
@@ -409,6 +409,27 @@ await R.run('kill -9, new daemon, session_switch: every acknowledged checkpoint 
   await B.client.close();
   ok(await cc('session_switch', { session_id: S1 }), 'C takes over after B exits');
   await C.client.close();
+});
+
+await R.run('session_write_files base64: wrapped lines decode; bad input names the offset', async () => {
+  const D2 = await start();
+  const c2 = caller(D2.client);
+  ok(await c2('create_session'), 'create');
+  const bytes = Buffer.alloc(200);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 37) & 255;
+  // What `base64` prints: lines of 76 characters and a final newline (CRLF from some tools).
+  const wrapped = bytes.toString('base64').replace(/.{76}/g, '$&\n') + '\n';
+  const crlf = bytes.toString('base64').replace(/.{64}/g, '$&\r\n');
+  ok(await c2('session_write_files', { entries: [{ path: 'w.bin', content: wrapped, is_base64: true }, { path: 'c.bin', content: crlf, is_base64: true }, { path: 'one.bin', content: 'QQ==', is_base64: true }, { path: 'empty.bin', content: '', is_base64: true }], ...D }), 'wrapped');
+  const r = ok(await c2('session_read_files', { paths: ['w.bin', 'c.bin', 'one.bin', 'empty.bin'], ...D }), 'read').json;
+  const got = r.map((f) => (f.encoding === 'base64' ? Buffer.from(f.content, 'base64') : Buffer.from(f.content)));
+  assertEq(got[0].equals(bytes) && got[1].equals(bytes), true, 'wrapped base64 decodes to the same bytes');
+  assertEq([got[2].toString(), got[3].length], ['A', 0], 'padding');
+  for (const [bad, want] of [['QUJD!EVG', /offset 4/], ['QQ==QUJD', /'=' .*offset 2/], ['QUJDR', /multiple of 4/], ['Q===', /'=' .*offset 1/]]) {
+    const e = errIs(await c2('session_write_files', { entries: [{ path: 'bad.bin', content: bad, is_base64: true }], ...D }), 'internal_error', `bad ${bad}`);
+    assert(want.test(e.message) && e.message.includes('base64'), `message for ${bad}: ${e.message}`);
+  }
+  await D2.client.close();
 });
 
 R.done();

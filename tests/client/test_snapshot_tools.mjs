@@ -139,7 +139,8 @@ await R.run('build a session with labels, a delete and a rollback', async () => 
 
 await R.run('session_snapshot: DB only, result keys, step appended, listed', async () => {
   const r = ok(await call('session_snapshot', { name: 'snap1', description: 'before refactor' }), 'snap').json;
-  assertEq([r.name, r.session_id, 'snapshot_path' in r], ['snap1', S1, false], 'keys');
+  assertEq([r.name, r.session_id, r.snapshot_path, r.size_bytes], ['snap1', S1, null, null], 'keys');
+  assert(Object.hasOwn(r, 'snapshot_path') && Object.hasOwn(r, 'size_bytes'), 'the reference\'s snapshot_path is kept, null for a DB-only snapshot');
   assert(Number.isInteger(r.snapshot_id) && r.checkpoints >= 4, `counts ${JSON.stringify(r)}`);
   const h = ok(await call('session_history', D), 'h').json;
   const steps = h[h.length - 1].steps || [];
@@ -148,6 +149,7 @@ await R.run('session_snapshot: DB only, result keys, step appended, listed', asy
   assertEq(l.length, 1, 'one entry');
   assertEq([l[0].kind, l[0].name, l[0].session_id, l[0].checkpoint_count, l[0].description, l[0].label],
     ['db', 'snap1', S1, r.checkpoints, 'before refactor', 'main work'], 'entry');
+  assert(l[0].path === null && l[0].size_bytes === null, `the reference's path and size_bytes are kept, null in the DB: ${JSON.stringify(l[0])}`);
   assert(/^\d{4}-\d\d-\d\dT/.test(l[0].created), 'created');
 });
 

@@ -92,6 +92,23 @@ after=$(sqlite3 "$T_TMP/c.db" "SELECT count(*) FROM blobs; SELECT count(*) FROM 
 [ "$(rc)" = 1 ] && has err "do not match its hash" && [ "$after" = "$before
 0" ] && t_ok || t_fail "rc $(rc) $(cat "$T_TMP/err") [$after]"
 
+t_begin "import of a file that is not a database names that file, not ours"
+head -c 8192 /dev/urandom >"$T_TMP/noise.snap"
+run --db "$T_TMP/c.db" snapshot import "$T_TMP/noise.snap"
+[ "$(rc)" = 1 ] && has err "snapshot file '$T_TMP/noise.snap' is damaged" && ! has err "c.db" &&
+    ! has err "restore it from a backup" && t_ok || t_fail "rc $(rc) $(cat "$T_TMP/err")"
+
+t_begin "import of a snapshot with a damaged page names that file, not ours"
+cp "$T_TMP/demo.snap" "$T_TMP/torn.snap"
+ps=$(sqlite3 "$T_TMP/torn.snap" "PRAGMA page_size")
+np=$(sqlite3 "$T_TMP/torn.snap" "PRAGMA page_count")
+head -c "$ps" /dev/zero | tr '\0' '\377' |
+    dd of="$T_TMP/torn.snap" bs="$ps" seek=$((np - 1)) conv=notrunc 2>/dev/null
+run --db "$T_TMP/c.db" snapshot import "$T_TMP/torn.snap"
+after=$(sqlite3 "$T_TMP/c.db" "SELECT count(*) FROM snapshots")
+[ "$(rc)" = 1 ] && has err "'$T_TMP/torn.snap'" && ! has err "c.db" && [ "$after" = 0 ] &&
+    t_ok || t_fail "rc $(rc) $(cat "$T_TMP/err")"
+
 t_begin "snapshot restore makes a new unclaimed session with the same head"
 run --db "$db" --json snapshot restore demo
 new=$(sed -n 's/.*"session_id":"\([0-9a-f]*\)".*/\1/p' "$T_TMP/out")

@@ -291,6 +291,56 @@ TEST(html_assets_order_and_skips)
     fetch_strv_free(urls, n);
 }
 
+TEST(html_assets_character_references)
+{
+    /* Every HTML character reference decodes, named or numeric, ASCII or not; a name
+     * without ';' (as in a query string) stays as written. */
+    static const char page[] = "<img src=\"caf&eacute;.png\"><img src=\"x&#233;y.png\">"
+                               "<img src=\"a&#x2F;b.png\"><img src=\"q.png?a=1&copy=2\">"
+                               "<img src=\"n&nbsp;b.png\">"
+                               "<link rel=\"stylesheet\" href=\"s.css?a=1&amp;b=2\">";
+    char **urls = NULL;
+    size_t n = 0;
+    struct err err;
+
+    CHECK_OK(fetch_html_assets(page, sizeof(page) - 1, "https://example.com/base/page.html", &urls,
+                               &n, &err),
+             &err);
+    const char *want[] = {
+        "https://example.com/base/s.css?a=1&b=2",    "https://example.com/base/caf%c3%a9.png",
+        "https://example.com/base/x%c3%a9y.png",     "https://example.com/base/a/b.png",
+        "https://example.com/base/q.png?a=1&copy=2", "https://example.com/base/n%c2%a0b.png",
+    };
+    CHECK_EQ_INT(n, 6);
+    for (size_t i = 0; i < n && i < 6; i++) {
+        CHECK_EQ_STR(urls[i], want[i]);
+    }
+    fetch_strv_free(urls, n);
+}
+
+TEST(html_assets_follow_the_html_parser)
+{
+    /* A tag split across lines, attributes without quotes and in upper case, a comment
+     * that a naive '-->' search ends early, CDATA in script and style, an unclosed
+     * comment at the end. */
+    static const char page[] = "<IMG\nSRC=one.png\nALT=x><!-- a -- b --><img src=two.png>"
+                               "<script>document.write('<img src=\"no.png\">')</script>"
+                               "<style>/* <img src=no2.png> */</style>"
+                               "<img src='three.png'/><!-- <img src=no3.png>";
+    char **urls = NULL;
+    size_t n = 0;
+    struct err err;
+
+    CHECK_OK(fetch_html_assets(page, sizeof(page) - 1, "http://h.test/", &urls, &n, &err), &err);
+    CHECK_EQ_INT(n, 3);
+    if (n == 3) {
+        CHECK_EQ_STR(urls[0], "http://h.test/one.png");
+        CHECK_EQ_STR(urls[1], "http://h.test/two.png");
+        CHECK_EQ_STR(urls[2], "http://h.test/three.png");
+    }
+    fetch_strv_free(urls, n);
+}
+
 TEST(html_assets_dedupe_and_nomem)
 {
     static const char page[] = "<img src=a.png><img src=./a.png><img src=/a.png><script "
@@ -392,6 +442,19 @@ TEST(layout_and_manifest)
     CHECK(strstr(m, "\"failed\": []") != NULL);
     CHECK(strstr(m, "\"bytes\": 3") != NULL);
     fetch_layout_free(l);
+
+    /* UTF-8 from a server stays UTF-8 (not one \u00XX per byte); bytes that are not
+     * UTF-8 become U+FFFD; the manifest is JSON either way. */
+    a[0].content_type = "text/css; title=\"caf\xc3\xa9\"";
+    a[1].content_type = "text/css; x=\xff\xc3";
+    CHECK_OK(fetch_layout_make(&r, &l, &err), &err);
+    m = buf_cstr(&l->manifest);
+    CHECK_MSG(strstr(m, "\"content_type\": \"text/css; title=\\\"caf\xc3\xa9\\\"\"") != NULL, "%s",
+              m);
+    CHECK_MSG(strstr(m, "\"content_type\": \"text/css; x=\xef\xbf\xbd\xef\xbf\xbd\"") != NULL, "%s",
+              m);
+    CHECK(strstr(m, "\\u00c3") == NULL);
+    fetch_layout_free(l);
     for (int i = 0; i < 5; i++) {
         buf_release(&a[i].body);
     }
@@ -413,6 +476,6 @@ TEST(resolve_entries)
     }
 }
 
-TESTS(resolve_entries, addr_classes, addr_policy, cidr_rules, allowlist_rules, url_rules,
-      methods_and_headers, html_assets_order_and_skips, html_assets_dedupe_and_nomem, naming_rules,
-      layout_and_manifest)
+TESTS(html_assets_character_references, html_assets_follow_the_html_parser, resolve_entries,
+      addr_classes, addr_policy, cidr_rules, allowlist_rules, url_rules, methods_and_headers,
+      html_assets_order_and_skips, html_assets_dedupe_and_nomem, naming_rules, layout_and_manifest)

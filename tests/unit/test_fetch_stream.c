@@ -180,6 +180,17 @@ TEST(host_matches_one_entry)
     CHECK(fetch_host_matches("127.0.0.1", "127.0.0.1"));
     CHECK(!fetch_host_matches(NULL, "a.test"));
     CHECK(!fetch_host_matches("a.test", ""));
+    /* The cases the policy module's former copy of this matcher was tested with. */
+    CHECK(fetch_host_matches("Example.com.", "example.com"));
+    CHECK(fetch_host_matches("*.example.com", "a.b.example.com"));
+    CHECK(!fetch_host_matches("*.example.com", "badexample.com"));
+    CHECK(!fetch_host_matches("example.com", "example.com.evil.org"));
+    CHECK(!fetch_host_matches("*.0.0.1", "127.0.0.1"));
+    CHECK(!fetch_host_matches("127.0.0.1", "127.0.0.2"));
+    CHECK(!fetch_host_matches("*", "::1"));
+    CHECK(fetch_host_matches("::1", "[::1]"));
+    CHECK(fetch_host_matches("[0:0::1]", "::1"));
+    CHECK(!fetch_host_matches("example.com", "."));
 }
 
 TEST(wildcard_credential_never_follows_a_chain_that_left)

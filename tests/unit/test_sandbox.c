@@ -569,7 +569,7 @@ TEST(cancel_kills_and_reports)
 {
     struct sandbox_spec s;
     struct cancel_state cs;
-    struct sandbox_callbacks cb = {cancel_on_output, cancel_on_exit, NULL};
+    struct sandbox_callbacks cb = {.on_output = cancel_on_output, .on_exit = cancel_on_exit};
     uv_loop_t loop;
     struct err err;
 
@@ -951,7 +951,7 @@ TEST(prepared_runs_warm_and_goes_stale)
     struct sandbox_prep *p = NULL;
     struct sandbox *sb = NULL;
     struct warm_state st;
-    struct sandbox_callbacks cb = {NULL, warm_on_exit, NULL};
+    struct sandbox_callbacks cb = {.on_exit = warm_on_exit};
     const char *ro[1] = {"/opt"};
     char moved[4200];
     uv_loop_t loop;
@@ -1197,7 +1197,7 @@ TEST(prepared_runs_a_1mib_command)
     struct sandbox_prep *p = NULL;
     struct sandbox *sb = NULL;
     struct warm_state st;
-    struct sandbox_callbacks cb = {NULL, warm_on_exit, NULL};
+    struct sandbox_callbacks cb = {.on_exit = warm_on_exit};
     size_t len = SANDBOX_COMMAND_MAX_DEFAULT;
     const char *tail = "\necho done";
     char *cmd = malloc(len + 2);
