@@ -144,6 +144,12 @@ test_run_one(const struct test_case *tc, int timeout)
                 strerror(errno));
         return 1;
     }
+    /* Searchable by others: a root test process's sandboxes run as an unprivileged host
+     * user (65534), which must pass through to the workspaces made below it. */
+    if (chmod(test_tmp, 0711) < 0) {
+        fprintf(stderr, "cannot chmod '%s': %s\n", test_tmp, strerror(errno));
+        return 1;
+    }
     fflush(NULL);
     pid = fork();
     if (pid < 0) {

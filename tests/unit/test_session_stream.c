@@ -40,7 +40,7 @@ open_mgr(struct store *st, int64_t max_mb)
     struct session_mgr *m = NULL;
     struct err err;
 
-    mkdir(test_path("run"), 0700);
+    mkdir(test_path("run"), 0711);
     CHECK_OK(session_mgr_new(st, test_path("run"), &m, &err), &err);
     if (max_mb > 0) {
         lim.max_workspace_mb = max_mb;
