@@ -35,7 +35,7 @@ CXXFLAGS += -std=c++17 $(OPT) $(SANITIZE) -fPIC $(WARN) -fno-exceptions -fno-rtt
 LDFLAGS  += $(SANITIZE)
 LDLIBS   += $(PKG_LIBS) -lstdc++ -lpthread -lm
 
-LAYERS := util store workspace sandbox fetch policy host session tools mcp
+LAYERS := util store workspace sandbox host fetch egress policy session snapfile tools mcp
 LIB_C   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
 LIB_CXX := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.cpp)))
 ifneq ($(UNAME_S),Linux)

@@ -5,8 +5,10 @@
 #
 # Each suite prints its own closing line of the same form; this script adds them up.
 # A suite that exits non-zero without such a line counts as one failure, so a crash
-# can never pass silently.
+# can never pass silently. Each suite's time is shown, and the whole run's just before the
+# closing line.
 set -u
+t_start=$(date +%s)
 BUILD=${1:-build}
 ONLY=${2:-all}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,8 +25,10 @@ run_suite() {
     shift
     log="$logdir/$(echo "$name" | tr '/ ' '__').log"
     echo "== $name"
+    t0=$(date +%s)
     "$@" >"$log" 2>&1
     rc=$?
+    secs=$(($(date +%s) - t0))
     # Show failures and skips in full, passes as a count.
     grep -v '^ok ' "$log" | grep -v '^[0-9]* passed, ' | sed 's/^/   /' | tail -n 200
     line=$(grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
@@ -41,7 +45,7 @@ run_suite() {
         echo "   $name: exited $rc although it reported no failure; counted as one"
         f=1
     fi
-    echo "   $p passed, $f failed, $s skipped"
+    echo "   $p passed, $f failed, $s skipped (${secs} s)"
     P=$((P + p))
     F=$((F + f))
     S=$((S + s))
@@ -81,5 +85,7 @@ if [ "$ONLY" = all ] || [ "$ONLY" = security ]; then
     done
 fi
 
+secs=$(($(date +%s) - t_start))
+echo "run time: $((secs / 60)) min $((secs % 60)) s ($BUILD, $ONLY)"
 echo "$P passed, $F failed, $S skipped"
 [ "$F" -eq 0 ]

@@ -2,9 +2,11 @@
 # tools/check.sh - everything CI runs after the build: lint, every test suite against
 # build/, then every suite again under AddressSanitizer + UBSan (make asan). Ends with
 # one line "N passed, N failed, N skipped" summing both test runs; a lint failure or a
-# sanitizer report counts as one failure more. Exit 0 only if nothing failed.
+# sanitizer report counts as one failure more; just before it, the whole run's time.
+# Exit 0 only if nothing failed.
 set -u
 cd "$(dirname "$0")/.."
+t_start=$(date +%s)
 log=$(mktemp)
 trap 'rm -f "$log" "$log.rc"' EXIT
 P=0 F=0 S=0
@@ -42,5 +44,7 @@ if [ "$rc" -ne 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' "$log"; th
     F=$((F + 1))
 fi
 
+secs=$(($(date +%s) - t_start))
+echo "run time: $((secs / 60)) min $((secs % 60)) s (lint, every suite, every suite under ASan + UBSan; load now: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"
 echo "$P passed, $F failed, $S skipped"
 [ "$F" -eq 0 ]

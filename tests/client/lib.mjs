@@ -1,8 +1,9 @@
 // lib.mjs - helpers shared by the client tests: result lines, paths, temp dirs, a raw
 // stdio driver for drun-mcp, the JSON-RPC line check and sqlite3 queries.
 //
-// Timeouts here are hang guards only (a test that waits forever fails with a reason);
-// no test asserts on speed.
+// Timeouts here are hang guards only (a test that waits forever fails with a reason),
+// generous enough for a loaded 2-core machine running the ASan build; no test asserts on
+// speed. Tests wait for conditions with waitFor, never for a fixed time.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,17 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const BUILD = resolve(process.env.DRUN_BUILD || join(here, '..', '..', 'build'));
 export const MCP = join(BUILD, 'drun-mcp');
 export const MCP_TESTING = join(BUILD, 'tests', 'drun-mcp-testing');
-export const HANG_MS = 20000;
+export const HANG_MS = 120000;
+
+// Polls cond() (sync or async) every 20 ms until it is true; throws naming `what` after
+// ms (a hang guard: on a busy machine the wait is long, never a failure).
+export async function waitFor(cond, what, ms = HANG_MS) {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`still waiting after ${ms} ms for ${what}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
 
 export class Results {
   constructor() {

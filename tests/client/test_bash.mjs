@@ -14,7 +14,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { MCP, Results, assert, assertEq, makeTmp, sqlite } from './lib.mjs';
+import { MCP, Results, assert, assertEq, makeTmp, sqlite, waitFor } from './lib.mjs';
 
 // Without DRUN_SANDBOX_WARM the whole file runs twice: every command cold, then every
 // command in a prepared sandbox (warm), as the security suites do.
@@ -104,13 +104,14 @@ const histLen = async (sid) => {
 };
 // Waits until a session answers (it is busy while a cancelled command is being cleaned up).
 async function idle(sid) {
-  for (let i = 0; i < 400; i++) {
+  let body;
+  await waitFor(async () => {
     const r = await call('get_session_state', { description: 's', session_id: sid });
-    if (!r.isError) return r.body;
-    if (r.body.code !== 'session_busy') throw new Error(`get_session_state: ${JSON.stringify(r.body)}`);
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error('session stayed busy');
+    if (!r.isError) body = r.body;
+    else if (r.body.code !== 'session_busy') throw new Error(`get_session_state: ${JSON.stringify(r.body)}`);
+    return !r.isError;
+  }, `session ${sid} to be idle`);
+  return body;
 }
 async function readFile(path) {
   const r = await call('session_read_file', { path, description: 'r' });
@@ -237,15 +238,21 @@ await R.run('binary and invalid UTF-8 output keeps the JSON valid', async () => 
 });
 
 await R.run('progress notifications: the latest line, increasing, throttled', async () => {
+  // Each line waits until the client has seen the previous one as a notification (a gate
+  // file), then at least 150 ms more (past the 100 ms throttle): three notifications on
+  // any machine, however slow.
   const seen = [];
-  const r = await bash('for i in 1 2 3 4 5 6; do echo line$i; sleep 0.15; done', {}, {
-    onprogress: (p) => seen.push(p),
+  const r = await bash(`echo line1; ${waitGate('p1')}; sleep 0.15; echo line2; ${waitGate('p2')}; sleep 0.15; echo line3`, {}, {
+    onprogress: (p) => {
+      seen.push(p);
+      const m = /^line([12])$/.exec(p.message);
+      if (m) writeFileSync(gate(`p${m[1]}`), '');
+    },
     resetTimeoutOnProgress: true,
   });
   assertEq(r.exit_code, 0, 'exit');
-  assert(seen.length >= 2, `got ${seen.length} notifications`);
+  assertEq(seen.map((p) => p.message), ['line1', 'line2', 'line3'], 'one notification per line');
   for (let i = 1; i < seen.length; i++) assert(seen[i].progress > seen[i - 1].progress, 'strictly increasing');
-  assert(seen.every((p) => /^line[1-6]$/.test(p.message)), `messages: ${JSON.stringify(seen.map((p) => p.message))}`);
   const flood = [];
   const r2 = await bash('seq 1 2000000', {}, { onprogress: (p) => flood.push(p) });
   assert(flood.length >= 1 && flood.length <= r2.duration_ms / 100 + 3,
@@ -358,11 +365,10 @@ await R.run('busy session answers session_busy; other sessions are not blocked',
     return r;
   });
   // Wait until A's command is running (its session answers busy).
-  for (let i = 0; i < 400; i++) {
+  await waitFor(async () => {
     const r = await call('get_session_state', { description: 's', session_id: A });
-    if (r.isError && r.body.code === 'session_busy') break;
-    await new Promise((res) => setTimeout(res, 25));
-  }
+    return r.isError && r.body.code === 'session_busy';
+  }, 'session A to be busy');
   const busy = await call('session_bash', { command: 'true', description: 'b', session_id: A });
   assert(busy.isError && busy.body.code === 'session_busy', `second call: ${JSON.stringify(busy.body)}`);
   const rb = await bash('echo from-b > b.txt; cat b.txt', { session_id: B });

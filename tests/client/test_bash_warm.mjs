@@ -17,7 +17,7 @@
 import { chmodSync, mkdirSync, writeFileSync, utimesSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { MCP, RawServer, Results, assert, assertEq, makeTmp } from './lib.mjs';
+import { MCP, RawServer, Results, assert, assertEq, makeTmp, waitFor } from './lib.mjs';
 
 const R = new Results();
 if (!existsSync(MCP)) {
@@ -66,7 +66,9 @@ function children(pid) {
 }
 const alive = (pid) => existsSync(`/proc/${pid}/stat`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 async function gone(pids, what) {
-  for (let i = 0; i < 500 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 20));
+  try {
+    await waitFor(() => !pids.some(alive), what);
+  } catch {}
   const left = pids.filter(alive);
   assert(left.length === 0, `${what}: ${left.length} sandbox processes left (${left.join(' ')})`);
 }
@@ -158,9 +160,10 @@ await R.run('warm and cold give the same result for awkward scripts, short and l
 
 // A prepared sandbox with an overlay is used only once the overlay is mounted inside it;
 // wait for that (as the daemon checks it, in pid 1's mountinfo), then let the daemon read
-// the pid-1 report with a ping. Bounded; a sandbox not ready then just makes the call cold.
+// the pid-1 report with a ping. Every caller expects the overlay to get there (a call
+// before it would just run cold, which the test would then report).
 async function overlayReady(D, point) {
-  for (let i = 0; i < 250; i++) {
+  await waitFor(() => {
     const inner = waiting(D.pid).inner;
     let ok = inner.length > 0;
     for (const c of inner) {
@@ -170,9 +173,8 @@ async function overlayReady(D, point) {
         ok = false;
       }
     }
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+    return ok;
+  }, `the overlay at ${point} mounted in the waiting sandbox`);
   await D.srv.alive('overlay-ready');
 }
 
@@ -317,7 +319,9 @@ await R.run('50 attached sessions hold at most 50 waiting sandboxes, none after 
   const w = waiting(A.pid);
   assert(w.outer.length <= 51 && w.outer.length >= 50, `waiting sandboxes with 51 sessions: ${w.outer.length}`);
   for (const sid of ids) await A.tool('session_close', { session_id: sid });
-  for (let i = 0; i < 500 && waiting(A.pid).outer.length > 1; i++) await new Promise((r) => setTimeout(r, 20));
+  try {
+    await waitFor(() => waiting(A.pid).outer.length <= 1, 'the closed sessions\' sandboxes to go');
+  } catch {}
   const after = waiting(A.pid);
   assert(after.outer.length <= 1, `waiting sandboxes after closing 50: ${after.outer.length}`);
   await gone(w.all.filter((p) => !after.all.includes(p)), 'the closed sessions');

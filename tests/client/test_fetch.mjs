@@ -16,7 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { BUILD, MCP, Results, assert, assertEq, makeTmp, sqlite } from './lib.mjs';
+import { BUILD, MCP, Results, assert, assertEq, makeTmp, sqlite, waitFor } from './lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const HTTPD = resolve(here, '..', 'support', 'httpd.py');
@@ -178,13 +178,14 @@ const histLen = async (sid) => {
 };
 const lastRows = (tool, n) => sqlite(db, `select kind, tool, summary, outcome, error_code, args from audit_log where tool='${tool}' order by id desc limit ${n}`);
 async function idle(sid) {
-  for (let i = 0; i < 400; i++) {
+  let body;
+  await waitFor(async () => {
     const r = await call('get_session_state', { description: 's', session_id: sid });
-    if (!r.isError) return r.body;
-    if (r.body.code !== 'session_busy') throw new Error(`get_session_state: ${JSON.stringify(r.body)}`);
-    await new Promise((res) => setTimeout(res, 25));
-  }
-  throw new Error('session stayed busy');
+    if (!r.isError) body = r.body;
+    else if (r.body.code !== 'session_busy') throw new Error(`get_session_state: ${JSON.stringify(r.body)}`);
+    return !r.isError;
+  }, `session ${sid} to be idle`);
+  return body;
 }
 
 const A = (await ok('create_session', {})).session_id;
@@ -632,11 +633,10 @@ await R.run('cancellation mid-download: no checkpoint, audited cancelled, sessio
   await idle(A);
   assertEq(await histLen(), before, 'no checkpoint');
   let row;
-  for (let i = 0; i < 100 && !(row && row.outcome === 'cancelled'); i++) {
-    row = lastRows('session_fetch', 1)[0];
-    if (row.outcome !== 'cancelled') await new Promise((res) => setTimeout(res, 20));
-  }
-  assertEq(row.outcome, 'cancelled', 'audited as cancelled');
+  try {
+    await waitFor(() => (row = lastRows('session_fetch', 1)[0]) && row.outcome === 'cancelled', 'the cancelled fetch in the audit log');
+  } catch {}
+  assertEq(row && row.outcome, 'cancelled', 'audited as cancelled');
   const r = await fetch(`${U1}/plain?body=after`);
   assertEq(r.status, 200, 'the session works after a cancel');
 });
@@ -652,11 +652,10 @@ await R.run('ten fetches in parallel on ten sessions while another session runs 
     doneX = true;
     return v;
   });
-  for (let i = 0; i < 400; i++) {
+  await waitFor(async () => {
     const r = await call('get_session_state', { description: 's', session_id: X });
-    if (r.isError && r.body.code === 'session_busy') break;
-    await new Promise((res) => setTimeout(res, 25));
-  }
+    return r.isError && r.body.code === 'session_busy';
+  }, 'session X to be busy');
   // The busy rule holds for session_fetch too.
   const busy = await call('session_fetch', { url: `${U1}/plain`, description: 'b', session_id: X });
   assert(busy.isError && busy.body.code === 'session_busy', `busy: ${busy.text}`);

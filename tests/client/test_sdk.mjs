@@ -5,12 +5,12 @@
 // server wrote can be checked afterwards. Checks the handshake, tools/list, that every
 // inputSchema compiles (ajv, draft 2020-12), results (structuredContent equals the text
 // JSON), tool errors, progress, cancellation, and the audit rows via the sqlite3 CLI.
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import Ajv2020 from 'ajv/dist/2020.js';
-import { MCP_TESTING, Results, assert, assertEq, checkAllLines, makeTmp, requireBinaries, sqlite } from './lib.mjs';
+import { MCP_TESTING, Results, assert, assertEq, checkAllLines, makeTmp, requireBinaries, sqlite, waitFor } from './lib.mjs';
 
 const R = new Results();
 requireBinaries(R);
@@ -146,8 +146,16 @@ await R.run('shutdown: close exits cleanly', async () => {
 });
 
 await R.run('every stdout line was one JSON-RPC message', async () => {
-  // tee may still be flushing right after close; it exits with the server.
-  for (let i = 0; i < 50 && !existsSync(tee); i++) await new Promise((r) => setTimeout(r, 20));
+  // tee may still be writing right after close; it exits once the server has: wait for
+  // that (no process left running `tee -a FILE`).
+  const teeRunning = () => readdirSync('/proc').some((p) => {
+    try {
+      return /^[0-9]+$/.test(p) && readFileSync(`/proc/${p}/cmdline`, 'utf8') === `tee\0-a\0${tee}\0`;
+    } catch {
+      return false;
+    }
+  });
+  await waitFor(() => existsSync(tee) && !teeRunning(), 'the tee of the server\'s stdout to exit');
   const text = readFileSync(tee, 'utf8');
   const problems = checkAllLines(text);
   assert(problems.length === 0, problems.join('; '));

@@ -7,11 +7,11 @@
 // `git diff --no-index` on generated pairs, persistence across a kill -9, and two
 // daemons on one DB.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { MCP, Results, assert, assertEq, makeTmp, requireBinaries, sqlite } from './lib.mjs';
+import { MCP, Results, assert, assertEq, makeTmp, requireBinaries, sqlite, waitFor } from './lib.mjs';
 
 const R = new Results();
 requireBinaries(R);
@@ -387,6 +387,9 @@ await R.run('kill -9, new daemon, session_switch: every acknowledged checkpoint 
   histBefore = ok(await call('session_history', D), 'h').json;
   process.kill(A.pid, 'SIGKILL');
   await A.client.close().catch(() => {});
+  // Until it is reaped the killed daemon is a zombie with its pid and start time: wait
+  // for it to be gone, or the next daemon may still see a live holder.
+  await waitFor(() => !existsSync(`/proc/${A.pid}`), 'the killed daemon to be reaped');
   const B = await start();
   const cb = caller(B.client);
   const list = ok(await cb('session_list'), 'list').json;

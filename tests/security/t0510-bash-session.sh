@@ -37,7 +37,7 @@ if ! bwrap --unshare-all --ro-bind / / true 2>/dev/null; then
 fi
 
 cat >"$T_TMP/attack.mjs" <<'EOF'
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 const { RawServer } = await import(process.env.T_LIB);
 const dir = process.env.T_DIR;
@@ -45,7 +45,17 @@ const canary = 'canary-env-91d2c7';
 // Workspaces live under $XDG_RUNTIME_DIR/drun: a known path the attacks then look for.
 // 0711: a root daemon's sandbox user passes through it to its workspace.
 mkdirSync(`${dir}/xdg`, { mode: 0o711 });
-writeFileSync(`${dir}/config.toml`, 'bash_timeout_ms = 3000\nsandbox_max_processes = 64\n');
+// A generous timeout (a loaded machine is slow, never a failure); the two checks that need
+// a command to time out lower it for their calls. The daemon reloads the file on a stat
+// change, so each write moves its mtime forward.
+let cfgAge = 0;
+function writeConfig(timeoutMs) {
+  writeFileSync(`${dir}/config.toml`, `bash_timeout_ms = ${timeoutMs}\nsandbox_max_processes = 64\n`);
+  cfgAge += 10;
+  const t = new Date(Date.now() + cfgAge * 1000);
+  utimesSync(`${dir}/config.toml`, t, t);
+}
+writeConfig(120000);
 const srv = new RawServer(process.env.T_MCP, ['--db', `${dir}/s.db`, '--config', `${dir}/config.toml`],
   { DRUN_ATTACK_CANARY: canary, TMPDIR: dir, XDG_RUNTIME_DIR: `${dir}/xdg` });
 // This daemon's workspaces: <runtime root>/pid-<daemon pid>/ws-<session>.
@@ -154,7 +164,9 @@ await check('nothing a command starts outlives the call', async () => {
 });
 
 await check("a timed-out command's partial writes and its writer never reach the next checkpoint", async () => {
+  writeConfig(3000);
   const r = await tool('session_bash', { command: 'echo partial > p.txt; rm secret.txt; (while :; do echo z >> w.txt; done) & sleep 60', description: 't', session_id: A });
+  writeConfig(120000);
   if (!(r.isError && r.body.code === 'execution_timeout')) return `got ${JSON.stringify(r.body)}`;
   const n = await bash(A, 'ls; cat secret.txt');
   if (n.stdout_tail !== 'secret.txt\nsub\ntopsecret-A1\n') return `workspace: ${JSON.stringify(n.stdout_tail)}`;
@@ -162,7 +174,9 @@ await check("a timed-out command's partial writes and its writer never reach the
 });
 
 await check("a fork bomb in one session does not stop another session's commands", async () => {
+  writeConfig(3000);
   const r = await tool('session_bash', { command: 'f() { f | f & }; f; sleep 60', description: 'bomb', session_id: A });
+  writeConfig(120000);
   if (!r.isError && r.body.limit_hit !== 'processes') return `bomb: ${JSON.stringify(r.body).slice(0, 200)}`;
   const b = await bash(B, 'echo still-running');
   return b.stdout_tail === 'still-running\n' || `B: ${JSON.stringify(b)}`;

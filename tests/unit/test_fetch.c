@@ -45,8 +45,9 @@ local_policy(void)
     p.domain_allowlist = local_list;
     p.n_domain_allowlist = 1;
     p.allow_private = 1;
-    p.timeout_ms = 20000;
-    p.connect_timeout_ms = 5000;
+    /* Generous: a loaded machine must not turn a local fetch into a timeout. */
+    p.timeout_ms = 120000;
+    p.connect_timeout_ms = 60000;
     return p;
 }
 
