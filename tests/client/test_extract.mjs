@@ -14,7 +14,8 @@
 //   that is not a valid key or escapes the workspace, first_page > last_page, page 0.
 //
 // `node test_extract.mjs nobody` runs the daemon as uid 65534 (needs root).
-// DRUN_SANDBOX_WARM is passed through (the extraction sandbox is always started cold).
+// DRUN_SANDBOX_WARM is passed through: "off" runs pdftotext in a cold sandbox, "always" in
+// one prepared on the spot (the warm path); run both.
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';

@@ -3,7 +3,8 @@
 // tests/client/pdfgen.mjs) is written into a session once; then N rounds, interleaved:
 // session_extract_text of it (sandboxed pdftotext, store copy, checkpoint commit, MCP
 // round trip) and `pdftotext -enc UTF-8 FILE -` on the host with the output read through
-// a pipe; and, to show where the rest goes, session_write_files of a 120 KB text (the
+// a pipe; and, to show where the rest goes, pdftotext in a bare bwrap (the cost of any
+// sandbox here) and session_write_files of a 120 KB text (the
 // checkpoint commit and the MCP round trip without the sandbox). Prints the medians and
 // the ratio (target <= 1.3). Nothing asserts on speed.
 //   node tools/bench/extract_bench.mjs [N]   (DRUN_BUILD names the build directory)
@@ -40,9 +41,17 @@ const pdf = makePdf(pages, { flate: true });
 const file = join(tmp, 'doc.pdf');
 writeFileSync(file, pdf);
 
-function direct() {
+// pdftotext in a bare bwrap (system directories, the file's directory read-only, new
+// namespaces, nothing of drun's): what any sandbox costs on this machine, for reference.
+const bare = ['--unshare-all', '--die-with-parent', '--new-session', '--ro-bind', '/usr', '/usr',
+  '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
+  '--ro-bind', '/etc', '/etc', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+  '--ro-bind', tmp, '/workspace', '--chdir', '/workspace', 'pdftotext', '-enc', 'UTF-8', 'doc.pdf', '-'];
+function direct(inBwrap) {
   return new Promise((res, rej) => {
-    const p = spawn('pdftotext', ['-enc', 'UTF-8', file, '-'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const p = inBwrap
+      ? spawn('bwrap', bare, { stdio: ['ignore', 'pipe', 'ignore'] })
+      : spawn('pdftotext', ['-enc', 'UTF-8', file, '-'], { stdio: ['ignore', 'pipe', 'ignore'] });
     let n = 0;
     p.stdout.on('data', (d) => (n += d.length));
     p.on('exit', (c) => (c === 0 ? res(n) : rej(new Error(`pdftotext exit ${c}`))));
@@ -53,7 +62,7 @@ await srv.initialize();
 const sid = (await tool('create_session', {})).session_id;
 await tool('session_write_files', { entries: [{ path: 'doc.pdf', content: pdf.toString('base64'), is_base64: true }], description: 'bench', session_id: sid });
 const now = () => Number(process.hrtime.bigint()) / 1e6;
-const t = { tool: [], raw: [], write: [] };
+const t = { tool: [], raw: [], bwrap: [], write: [] };
 const text = 'x'.repeat(120000);
 let pagesSeen = 0;
 for (let i = 0; i < N + 2; i++) {
@@ -63,6 +72,9 @@ for (let i = 0; i < N + 2; i++) {
   a = now();
   await direct();
   const dr = now() - a;
+  a = now();
+  await direct(true);
+  const db = now() - a;
   // The part that is not the parser: a checkpoint of a text file the size of the output.
   a = now();
   await tool('session_write_files', { entries: [{ path: `w${i % 2}.txt`, content: text + i }], description: 'bench', session_id: sid });
@@ -71,6 +83,7 @@ for (let i = 0; i < N + 2; i++) {
   if (i >= 2) {
     t.tool.push(dt);
     t.raw.push(dr);
+    t.bwrap.push(db);
     t.write.push(dw);
   }
 }
@@ -79,6 +92,7 @@ const mt = med(t.tool), mr = med(t.raw);
 console.log(`extract_bench: ${N} rounds, 50-page PDF of ${pdf.length} bytes, ${pagesSeen} pages extracted`);
 console.log(`  session_extract_text p50 ${mt.toFixed(1)} ms`);
 console.log(`  pdftotext direct     p50 ${mr.toFixed(1)} ms`);
+console.log(`  pdftotext in a bare bwrap p50 ${med(t.bwrap).toFixed(1)} ms (ratio ${(med(t.bwrap) / mr).toFixed(2)})`);
 console.log(`  session_write_files of 120 KB (commit + round trip) p50 ${med(t.write).toFixed(1)} ms`);
 console.log(`  ratio ${(mt / mr).toFixed(2)} (target <= 1.3)`);
 srv.close?.();
