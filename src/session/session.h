@@ -371,15 +371,34 @@ struct session_extract_result {
     uint64_t total_bytes; /* bytes pdftotext wrote, kept or not */
 };
 
+struct session_extract; /* one extraction in flight */
+
 /*
  * Extracts the text of the PDF at o->path of the head (caller has entered SESSION_WRITE)
  * with Poppler's pdftotext in a sandbox of its own that sees only a read-only copy of the
- * file, and commits it at save_to as one new checkpoint (audit appended as in
- * session_edit_commit). SESSION_E_FILE_NOT_FOUND for a missing path,
- * SESSION_E_UNSUPPORTED for an extension other than "pdf", SESSION_E_BAD_PATH for a bad
- * save_to, SESSION_E_EXTRACT when the parser fails or hits a limit (the message names
- * which); on every failure nothing is written. Release *out with the function below.
+ * file. Checks first: SESSION_E_FILE_NOT_FOUND for a missing path, SESSION_E_UNSUPPORTED
+ * for an extension other than "pdf", SESSION_E_BAD_PATH for a bad save_to,
+ * SESSION_E_EXTRACT for an input over max_workspace_mb; then starts the parser on `loop`
+ * (a uv_loop_t). On 0, done(ud) comes exactly once on the loop (also after a cancel);
+ * the caller then calls session_extract_finish(). On -1 nothing runs and nothing is left.
  */
+int session_extract_start(void *loop, struct session *s, const struct session_extract_opts *o,
+                          void (*done)(void *ud), void *ud, struct session_extract **out,
+                          struct session_err *e);
+
+/* Kills the parser; done still comes, and finish reports ERR_CANCELLED. */
+void session_extract_cancel(struct session_extract *x);
+
+/*
+ * After done: commits the text at save_to as one new checkpoint (audit appended as in
+ * session_edit_commit), or fails with SESSION_E_EXTRACT when the parser failed or hit a
+ * limit (the message names which), writing nothing. Frees x in every case. Release *out
+ * with session_extract_result_release().
+ */
+int session_extract_finish(struct session_extract *x, struct store_audit *audit,
+                           struct session_extract_result *out, struct session_err *e);
+
+/* start, a private loop, finish: the synchronous form (tests). */
 int session_extract_text(struct session *s, const struct session_extract_opts *o,
                          struct store_audit *audit, struct session_extract_result *out,
                          struct session_err *e);

@@ -12,7 +12,9 @@
  * extract_max_mb, is the text; a run that hits the time, memory or CPU limit, or exits
  * non-zero, is extraction_failed naming why, and nothing is written.
  *
- * The run is synchronous (sandbox_run, a private loop), as the rest of this layer.
+ * The run is asynchronous on the daemon's loop (session_extract_start, then _finish when
+ * it is done), so other sessions are served meanwhile; session_extract_text() is the
+ * synchronous form (a private loop) for tests.
  */
 #include "session/session_int.h"
 
@@ -181,92 +183,155 @@ run_failed(const struct session_extract_opts *o, const char *key, const struct s
                         key, cause[0] ? cause : "pdftotext failed");
 }
 
-int
-session_extract_text(struct session *s, const struct session_extract_opts *o,
-                     struct store_audit *audit, struct session_extract_result *out,
-                     struct session_err *e)
-{
-    struct session_mgr *m = s->mgr;
-    const struct ws_entry *ent = NULL;
+struct session_extract {
+    struct session *s;
+    struct session_extract_opts o; /* strings below are our own copies */
+    char *key;                     /* the PDF's normal-form key */
+    char *description;
     struct buf save, cmd, dir;
-    struct sandbox_spec spec;
+    int made; /* dir exists (and holds the copy) */
+    struct sandbox *sb;
     struct sandbox_result res;
-    struct session_edit *ed = NULL;
-    struct session_commit_meta meta;
-    struct session_delta d;
+    int ran; /* res holds a result to release */
+    void (*done)(void *ud);
+    void *ud;
+};
+
+static void
+extract_free(struct session_extract *x)
+{
+    if (x == NULL) {
+        return;
+    }
+    if (x->ran) {
+        sandbox_result_release(&x->res);
+    }
+    if (x->made) {
+        remove_dir(x->dir.data);
+    }
+    buf_release(&x->save);
+    buf_release(&x->cmd);
+    buf_release(&x->dir);
+    mem_free(x->key);
+    mem_free(x->description);
+    mem_free(x);
+}
+
+static void
+extract_on_exit(void *ud, struct sandbox_result *r)
+{
+    struct session_extract *x = ud;
+
+    x->res = *r; /* the result moves to us */
+    memset(r, 0, sizeof(*r));
+    x->ran = 1;
+    x->sb = NULL;
+    x->done(x->ud);
+}
+
+/* Everything before the parser runs: lookups, checks, the private copy, the command. */
+static int
+extract_prepare(struct session_extract *x, struct session_err *e)
+{
+    struct session_mgr *m = x->s->mgr;
+    const struct session_extract_opts *o = &x->o;
+    const struct ws_entry *ent = NULL;
     const char *ext;
-    size_t keep;
-    int rc = -1, made = 0, ran = 0;
 
-    memset(out, 0, sizeof(*out));
-    memset(&res, 0, sizeof(res));
-    buf_init(&save, PATHKEY_MAX + 1);
-    buf_init(&cmd, 4096);
-    buf_init(&dir, PATH_MAX);
-
-    if (session_lookup(s->manifest, o->path, NULL, &ent, e) < 0) {
-        goto out;
+    if (session_lookup(x->s->manifest, o->path, NULL, &ent, e) < 0) {
+        return -1;
     }
     ext = key_ext(ent->path);
     if (strcmp(ext, "pdf") != 0) {
-        session_fail(e, SESSION_E_UNSUPPORTED, ERR_INVAL, "no text extractor for '.%s' files",
-                     ext[0] ? ext : "(no extension)");
-        goto out;
+        return session_fail(e, SESSION_E_UNSUPPORTED, ERR_INVAL,
+                            "no text extractor for '.%s' files", ext[0] ? ext : "(no extension)");
+    }
+    if ((x->key = mem_strdup(ent->path)) == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
     }
     if (ent->type != WS_FILE && ent->type != WS_EXEC) {
-        session_fail(e, SESSION_E_EXTRACT, ERR_INVAL,
-                     "failed to extract text from '%s': not a regular file", ent->path);
-        goto out;
+        return session_fail(e, SESSION_E_EXTRACT, ERR_INVAL,
+                            "failed to extract text from '%s': not a regular file", ent->path);
     }
     if (ent->size > (uint64_t)m->limits.max_workspace_mb << 20) {
-        session_fail(e, SESSION_E_EXTRACT, ERR_TOOBIG,
-                     "failed to extract text from '%s': %llu bytes is over max_workspace_mb "
-                     "(%lld)",
-                     ent->path, (unsigned long long)ent->size,
-                     (long long)m->limits.max_workspace_mb);
-        goto out;
+        return session_fail(e, SESSION_E_EXTRACT, ERR_TOOBIG,
+                            "failed to extract text from '%s': %llu bytes is over "
+                            "max_workspace_mb (%lld)",
+                            ent->path, (unsigned long long)ent->size,
+                            (long long)m->limits.max_workspace_mb);
     }
     /* save_to is checked before anything runs, so a bad one costs nothing. */
     if (o->save_to != NULL) {
-        if (pathkey_normalize(o->save_to, strlen(o->save_to), &save, &e->base) < 0) {
-            session_fail_err(e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER,
-                             &e->base);
-            goto out;
+        if (pathkey_normalize(o->save_to, strlen(o->save_to), &x->save, &e->base) < 0) {
+            return session_fail_err(
+                e, e->base.code == ERR_INVAL ? SESSION_E_BAD_PATH : SESSION_E_OTHER, &e->base);
         }
     } else {
-        buf_printf(&save, "%s.txt", ent->path);
-        if (pathkey_check(save.data, save.len, &e->base) < 0) {
-            session_fail_err(e, SESSION_E_BAD_PATH, &e->base);
-            goto out;
+        buf_printf(&x->save, "%s.txt", ent->path);
+        if (pathkey_check(x->save.data, x->save.len, &e->base) < 0) {
+            return session_fail_err(e, SESSION_E_BAD_PATH, &e->base);
         }
     }
-
     if (runtime_root(m, e) < 0) {
-        goto out;
+        return -1;
     }
-    buf_printf(&dir, "%s/extract-XXXXXX", m->runtime);
-    if (buf_failed(&dir) || mkdtemp(dir.data) == NULL) {
-        session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot make a directory under '%s': %s",
-                     m->runtime, strerror(errno));
-        goto out;
+    buf_printf(&x->dir, "%s/extract-XXXXXX", m->runtime);
+    if (buf_failed(&x->dir) || mkdtemp(x->dir.data) == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot make a directory under '%s': %s",
+                            m->runtime, strerror(errno));
     }
-    made = 1;
+    x->made = 1;
     /* The sandbox user must reach the copy; nobody else can reach the runtime root. */
-    if (chmod(dir.data, 0755) < 0) {
-        session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot chmod '%s': %s", dir.data,
-                     strerror(errno));
-        goto out;
+    if (chmod(x->dir.data, 0755) < 0) {
+        return session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot chmod '%s': %s", x->dir.data,
+                            strerror(errno));
     }
-    if (write_input(m, dir.data, ent, e) < 0) {
-        goto out;
+    if (write_input(m, x->dir.data, ent, e) < 0) {
+        return -1;
     }
+    build_command(o, &x->cmd);
+    if (buf_failed(&x->cmd) || buf_failed(&x->save)) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
 
-    build_command(o, &cmd);
+int
+session_extract_start(void *loop, struct session *s, const struct session_extract_opts *o,
+                      void (*done)(void *ud), void *ud, struct session_extract **out,
+                      struct session_err *e)
+{
+    struct session_extract *x = mem_calloc(1, sizeof(*x));
+    struct sandbox_spec spec;
+    struct sandbox_callbacks cb;
+
+    *out = NULL;
+    if (x == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    x->s = s;
+    x->o = *o;
+    x->done = done;
+    x->ud = ud;
+    buf_init(&x->save, PATHKEY_MAX + 1);
+    buf_init(&x->cmd, 4096);
+    buf_init(&x->dir, PATH_MAX);
+    if (o->description != NULL && (x->description = mem_strdup(o->description)) == NULL) {
+        extract_free(x);
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    x->o.description = x->description;
+    /* path and save_to are the caller's, used only by extract_prepare, before we return. */
+    if (extract_prepare(x, e) < 0) {
+        extract_free(x);
+        return -1;
+    }
+    x->o.path = x->o.save_to = NULL;
     memset(&spec, 0, sizeof(spec));
-    spec.workspace_dir = dir.data;
+    spec.workspace_dir = x->dir.data;
     spec.workspace_ro = 1;
-    spec.command = cmd.data;
-    spec.command_len = cmd.len;
+    spec.command = x->cmd.data;
+    spec.command_len = x->cmd.len;
     sandbox_limits_default(&spec.limits);
     spec.limits.timeout_ms = o->timeout_ms;
     spec.limits.max_output_bytes = (size_t)o->max_text_bytes;
@@ -276,64 +341,117 @@ session_extract_text(struct session *s, const struct session_extract_opts *o,
     spec.limits.nproc = 8;
     spec.limits.file_size_bytes = (uint64_t)16 << 20;
     spec.limits.tmp_size_bytes = (uint64_t)16 << 20;
-    if (sandbox_run(&spec, &res, &e->base) < 0) {
-        session_fail_err(e, SESSION_E_OTHER, &e->base);
-        goto out;
+    cb.on_output = NULL;
+    cb.on_exit = extract_on_exit;
+    cb.ud = x;
+    if (sandbox_start(loop, &spec, &cb, &x->sb, &e->base) < 0) {
+        extract_free(x);
+        return session_fail_err(e, SESSION_E_OTHER, &e->base);
     }
-    ran = 1;
-    if (res.failed) {
-        session_fail_err(e, SESSION_E_OTHER, &res.error);
-        goto out;
-    }
-    if (res.exit_code != 0 || (res.limit_hit && strcmp(res.limit_hit, "output") != 0)) {
-        run_failed(o, ent->path, &res, e);
-        goto out;
-    }
+    *out = x;
+    return 0;
+}
 
-    keep = res.out.data.len;
-    if (res.out.truncated) {
-        keep = session_utf8_floor(res.out.data.data, keep);
+void
+session_extract_cancel(struct session_extract *x)
+{
+    if (x != NULL && x->sb != NULL) {
+        sandbox_cancel(x->sb);
     }
-    out->truncated = res.out.truncated;
-    out->total_bytes = res.out.total;
-    out->pages = count_pages(res.out.data.data, keep);
-    out->chars = count_chars(res.out.data.data, keep);
+}
 
-    if (session_edit_begin(s, &ed, e) < 0 ||
-        session_edit_write(ed, save.data, res.out.data.data ? res.out.data.data : "", keep, 0, e) <
-            0) {
+int
+session_extract_finish(struct session_extract *x, struct store_audit *audit,
+                       struct session_extract_result *out, struct session_err *e)
+{
+    struct sandbox_result *res = &x->res;
+    struct session_edit *ed = NULL;
+    struct session_commit_meta meta;
+    struct session_delta d;
+    size_t keep;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (res->cancelled) {
+        session_fail(e, SESSION_E_OTHER, ERR_CANCELLED,
+                     "the extraction of '%s' was cancelled; nothing was written", x->key);
+        goto out;
+    }
+    if (res->failed) {
+        session_fail_err(e, SESSION_E_OTHER, &res->error);
+        goto out;
+    }
+    if (res->exit_code != 0 || res->timed_out ||
+        (res->limit_hit && strcmp(res->limit_hit, "output") != 0)) {
+        run_failed(&x->o, x->key, res, e);
+        goto out;
+    }
+    keep = res->out.data.len;
+    if (res->out.truncated) {
+        keep = session_utf8_floor(res->out.data.data, keep);
+    }
+    out->truncated = res->out.truncated;
+    out->total_bytes = res->out.total;
+    out->pages = count_pages(res->out.data.data, keep);
+    out->chars = count_chars(res->out.data.data, keep);
+
+    if (session_edit_begin(x->s, &ed, e) < 0 ||
+        session_edit_write(ed, x->save.data, res->out.data.data ? res->out.data.data : "", keep, 0,
+                           e) < 0) {
         goto out;
     }
     memset(&meta, 0, sizeof(meta));
     meta.tool = "session_extract_text";
-    meta.command = cmd.data;
-    meta.description = o->description;
+    meta.command = x->cmd.data;
+    meta.description = x->o.description;
     meta.has_exit_code = 1;
-    meta.exit_code = res.exit_code;
-    meta.stderr_data = res.err.data.data;
-    meta.stderr_len = res.err.data.len;
-    meta.duration_ms = res.duration_ms;
+    meta.exit_code = res->exit_code;
+    meta.stderr_data = res->err.data.data;
+    meta.stderr_len = res->err.data.len;
+    meta.duration_ms = res->duration_ms;
     rc = session_edit_commit(ed, &meta, audit, &d, e);
     ed = NULL;
     if (rc < 0) {
         goto out;
     }
     out->checkpoint_id = d.checkpoint_id;
-    out->saved_to = buf_detach(&save, NULL);
+    out->saved_to = buf_detach(&x->save, NULL);
     if (out->saved_to == NULL) {
         rc = session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
     }
 out:
     session_edit_abort(ed);
-    if (ran) {
-        sandbox_result_release(&res);
+    extract_free(x);
+    return rc;
+}
+
+static void
+sync_done(void *ud)
+{
+    *(int *)ud = 1;
+}
+
+int
+session_extract_text(struct session *s, const struct session_extract_opts *o,
+                     struct store_audit *audit, struct session_extract_result *out,
+                     struct session_err *e)
+{
+    uv_loop_t loop;
+    struct session_extract *x = NULL;
+    int done = 0, rc;
+
+    memset(out, 0, sizeof(*out));
+    if (uv_loop_init(&loop) != 0) {
+        return session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot create an event loop");
     }
-    if (made) {
-        remove_dir(dir.data);
+    rc = session_extract_start(&loop, s, o, sync_done, &done, &x, e);
+    if (rc == 0) {
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rc = done ? session_extract_finish(x, audit, out, e)
+                  : session_fail(e, SESSION_E_OTHER, ERR_INTERNAL,
+                                 "the sandbox loop ended without a result");
     }
-    buf_release(&save);
-    buf_release(&cmd);
-    buf_release(&dir);
+    uv_loop_close(&loop);
     return rc;
 }
 

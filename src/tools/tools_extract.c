@@ -1,23 +1,78 @@
 /*
  * tools_extract.c - session_extract_text: arguments in, one call to the session layer
- * (session_extract_text, which runs the parser in its own sandbox), JSON out.
+ * (session_extract_start, which runs the parser in its own sandbox on the daemon's loop;
+ * extract_done finishes it), JSON out.
  */
 #include "tools/tools_sess.h"
 
 #include <string.h>
 
 #include "policy/policy.h"
+#include "util/mem.h"
+
+struct extract_call {
+    struct tool_call *call;
+    struct session *s;
+    struct session_extract *x;
+};
+
+static void
+extract_on_cancel(struct tool_call *call, void *arg)
+{
+    struct extract_call *ec = arg;
+
+    (void)call;
+    session_extract_cancel(ec->x);
+}
+
+/* The parser finished (or was cancelled): commit or report, and end the call. */
+static void
+extract_done(void *ud)
+{
+    struct extract_call *ec = ud;
+    struct tool_call *call = ec->call;
+    struct session *s = ec->s;
+    struct session_extract *x = ec->x;
+    struct session_extract_result r;
+    struct store_audit row;
+    struct session_err e;
+    cJSON *res;
+    int rc;
+
+    tool_call_on_cancel(call, NULL, NULL);
+    mem_free(ec);
+    tool_call_audit_prepare(call, &row);
+    rc = session_extract_finish(x, &row, &r, &e);
+    session_leave(s, SESSION_WRITE);
+    if (rc < 0) {
+        tsess_fail(call, &e);
+        return;
+    }
+    tool_call_audit_taken(call);
+    tool_call_set_checkpoint(call, r.checkpoint_id);
+    tool_call_set_summary(call, "extracted %lld pages to '%s'", (long long)r.pages, r.saved_to);
+    res = cJSON_CreateObject();
+    if (res == NULL) {
+        session_extract_result_release(&r);
+        tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
+        return;
+    }
+    cJSON_AddStringToObject(res, "saved_to", r.saved_to);
+    cJSON_AddNumberToObject(res, "checkpoint_id", (double)r.checkpoint_id);
+    cJSON_AddNumberToObject(res, "pages", (double)r.pages);
+    cJSON_AddNumberToObject(res, "chars", (double)r.chars);
+    cJSON_AddBoolToObject(res, "truncated", r.truncated);
+    session_extract_result_release(&r);
+    tool_call_done_json(call, res);
+}
 
 static void
 do_extract_text(struct tool_call *call)
 {
     struct session_extract_opts o;
-    struct session_extract_result r;
-    struct store_audit row;
     struct session_err e;
     struct policy *p = NULL;
-    struct session *s;
-    cJSON *res;
+    struct extract_call *ec;
 
     memset(&o, 0, sizeof(o));
     o.path = tool_call_arg_str(call, "path");
@@ -40,33 +95,25 @@ do_extract_text(struct tool_call *call)
     o.cpu_secs = (uint64_t)p->sandbox_cpu_secs;
     policy_unref(p);
 
-    s = tsess_open(call, SESSION_WRITE);
-    if (s == NULL) {
-        return;
-    }
-    tool_call_audit_prepare(call, &row);
-    if (session_extract_text(s, &o, &row, &r, &e) < 0) {
-        session_leave(s, SESSION_WRITE);
-        tsess_fail(call, &e);
-        return;
-    }
-    tool_call_audit_taken(call);
-    tool_call_set_checkpoint(call, r.checkpoint_id);
-    tool_call_set_summary(call, "extracted %lld pages to '%s'", (long long)r.pages, r.saved_to);
-    session_leave(s, SESSION_WRITE);
-    res = cJSON_CreateObject();
-    if (res == NULL) {
-        session_extract_result_release(&r);
+    ec = mem_calloc(1, sizeof(*ec));
+    if (ec == NULL) {
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
         return;
     }
-    cJSON_AddStringToObject(res, "saved_to", r.saved_to);
-    cJSON_AddNumberToObject(res, "checkpoint_id", (double)r.checkpoint_id);
-    cJSON_AddNumberToObject(res, "pages", (double)r.pages);
-    cJSON_AddNumberToObject(res, "chars", (double)r.chars);
-    cJSON_AddBoolToObject(res, "truncated", r.truncated);
-    session_extract_result_release(&r);
-    tool_call_done_json(call, res);
+    ec->call = call;
+    ec->s = tsess_open(call, SESSION_WRITE);
+    if (ec->s == NULL) {
+        mem_free(ec);
+        return;
+    }
+    if (session_extract_start(tool_call_env(call)->loop, ec->s, &o, extract_done, ec, &ec->x, &e) <
+        0) {
+        session_leave(ec->s, SESSION_WRITE);
+        mem_free(ec);
+        tsess_fail(call, &e);
+        return;
+    }
+    tool_call_on_cancel(call, extract_on_cancel, ec);
 }
 
 static const char extract_schema[] =

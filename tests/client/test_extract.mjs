@@ -10,6 +10,8 @@
 //   writes nothing (the checkpoint count is unchanged);
 // - the limits: extract_max_mb cuts the text (truncated: true), extract_timeout_ms fails
 //   the call naming the key, and nothing is written;
+// - a long extraction leaves the daemon serving other sessions, and a cancel kills it
+//   and writes nothing;
 // - bad input: unsupported extension (and no extension, and .PDF), missing file, save_to
 //   that is not a valid key or escapes the workspace, first_page > last_page, page 0.
 //
@@ -104,6 +106,14 @@ const readText = async (d, sid, path) => {
   const v = await ok(d, 'session_read_file', { path, description: 't', session_id: sid });
   return typeof v === 'string' ? v : v.content;
 };
+async function until(what, cond) {
+  const end = Date.now() + 60000; // hang guard only
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > end) throw new Error(`waited 60 s for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 const count = async (d, sid) => (await ok(d, 'session_history', { description: 't', session_id: sid })).length;
 
 const d = await daemon('main', 'extract_max_mb = 1\nextract_timeout_ms = 60000\n');
@@ -249,6 +259,41 @@ await R.run('extract_timeout_ms fails the call naming the key; nothing written',
     await ok(t, 'get_session_state', { description: 't', session_id: s });
   } finally {
     await t.close();
+  }
+});
+
+await R.run('a long extraction runs beside other sessions and can be cancelled; nothing written', async () => {
+  const q = await daemon('cancel', 'extract_timeout_ms = 600000\n');
+  try {
+    const a = (await ok(q, 'create_session', {})).session_id;
+    const b = (await ok(q, 'create_session', {})).session_id;
+    // 2,000 pages that share one stream of 64 MiB of blanks: minutes of parsing.
+    const n = 2000;
+    const objs = [
+      '<< /Type /Catalog /Pages 2 0 R >>',
+      `<< /Type /Pages /Kids [${Array.from({ length: n }, (_, i) => `${4 + i} 0 R`).join(' ')}] /Count ${n} >>`,
+      stream(Buffer.concat([Buffer.from('BT ET\n'), Buffer.alloc(64 << 20, 0x20)]), true),
+    ];
+    for (let i = 0; i < n; i++) objs.push('<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R >>');
+    await write(q, a, 'slow.pdf', assemble(objs));
+    const before = await count(q, a);
+    const ac = new AbortController();
+    let aEnded = false;
+    const pending = q.client
+      .callTool({ name: 'session_extract_text', arguments: { path: 'slow.pdf', description: 't', session_id: a } }, undefined, { signal: ac.signal, timeout: HOLD })
+      .then((r) => ({ r }), (err) => ({ err }))
+      .finally(() => (aEnded = true));
+    // The daemon answers session b while a's parser runs (a is busy, not the daemon).
+    await until('session a busy', async () => (await call(q, 'get_session_state', { description: 't', session_id: a })).v?.code === 'session_busy');
+    await ok(q, 'session_write_files', { entries: [{ path: 'x', content: 'y' }], description: 't', session_id: b });
+    assert(!aEnded, 'the extraction ended before the other session was served');
+    ac.abort();
+    const out = await pending;
+    assert(!out.r || out.r.isError, `not cancelled: ${JSON.stringify(out.r)}`);
+    await until('session a free', async () => !(await call(q, 'get_session_state', { description: 't', session_id: a })).isError);
+    assertEq(await count(q, a), before, 'checkpoints after a cancel');
+  } finally {
+    await q.close();
   }
 });
 
