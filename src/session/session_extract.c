@@ -32,23 +32,12 @@
 
 #define IN_NAME "in.pdf"
 
-/* Makes the manager's runtime root on first use (as session_workspace_prepare does). */
+/* Makes this process's runtime directory on first use (as session_workspace_prepare does). */
 static int
 runtime_root(struct session_mgr *m, struct session_err *e)
 {
-    struct buf p;
-
-    if (m->runtime != NULL) {
-        return 0;
-    }
-    buf_init(&p, 4096);
-    if (ws_runtime_dir(m->runtime_cfg, &p, &e->base) < 0) {
-        buf_release(&p);
+    if (m->runtime == NULL && session_runtime_init(m, &e->base) < 0) {
         return session_fail_err(e, SESSION_E_OTHER, &e->base);
-    }
-    m->runtime = buf_detach(&p, NULL);
-    if (m->runtime == NULL) {
-        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
     }
     return 0;
 }
@@ -281,7 +270,11 @@ extract_prepare(struct session_extract *x, struct session_err *e)
                             m->runtime, strerror(errno));
     }
     x->made = 1;
-    /* The sandbox user must reach the copy; nobody else can reach the runtime root. */
+    /*
+     * The sandbox user (a root daemon's sandbox_uid) must reach and read the copy, which
+     * stays root's and read-only to it; the runtime directory above is reachable by that
+     * user only (session_runtime_init checks it).
+     */
     if (chmod(x->dir.data, 0755) < 0) {
         return session_fail(e, SESSION_E_OTHER, ERR_IO, "cannot chmod '%s': %s", x->dir.data,
                             strerror(errno));
@@ -330,6 +323,9 @@ session_extract_start(void *loop, struct session *s, const struct session_extrac
     memset(&spec, 0, sizeof(spec));
     spec.workspace_dir = x->dir.data;
     spec.workspace_ro = 1;
+    /* A root daemon's parser runs as the sandbox user, as its commands do. */
+    spec.uid = x->s->mgr->limits.sandbox_uid;
+    spec.gid = x->s->mgr->limits.sandbox_gid;
     spec.command = x->cmd.data;
     spec.command_len = x->cmd.len;
     sandbox_limits_default(&spec.limits);
