@@ -9,7 +9,7 @@
 // the ratio (target <= 1.3). Nothing asserts on speed.
 //   node tools/bench/extract_bench.mjs [N]   (DRUN_BUILD names the build directory)
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RawServer, BUILD } from '../../tests/client/lib.mjs';
@@ -17,7 +17,9 @@ import { makePdf } from '../../tests/client/pdfgen.mjs';
 
 const N = Math.max(3, Number(process.argv[2] || 30));
 const tmp = mkdtempSync(join(tmpdir(), 'drun-extract-bench-'));
-mkdirSync(join(tmp, 'xdg'), { mode: 0o700 });
+// A root daemon's parser runs as the sandbox user, who must pass through to its copy.
+chmodSync(tmp, 0o711);
+mkdirSync(join(tmp, 'xdg'), { mode: 0o711 });
 const srv = new RawServer(join(BUILD, 'drun-mcp'), ['--db', join(tmp, 'b.db')], { XDG_RUNTIME_DIR: join(tmp, 'xdg') });
 let id = 0;
 async function tool(name, args) {
