@@ -156,10 +156,13 @@ run_failed(const struct session_extract_opts *o, const char *key, const struct s
                             key, (long long)o->timeout_ms);
     }
     if (r->limit_hit != NULL && strcmp(r->limit_hit, "output") != 0) {
+        const char *what = strcmp(r->limit_hit, "memory") == 0 ? " (sandbox_memory_mb)"
+                           : strcmp(r->limit_hit, "cpu") == 0  ? " (sandbox_cpu_secs)"
+                                                               : "";
         return session_fail(e, SESSION_E_EXTRACT, ERR_TOOBIG,
-                            "failed to extract text from '%s': the parser hit the %s limit of "
+                            "failed to extract text from '%s': the parser hit the %s limit%s of "
                             "its sandbox (exit %d)",
-                            key, r->limit_hit, r->exit_code);
+                            key, r->limit_hit, what, r->exit_code);
     }
     if (r->signal != 0) {
         return session_fail(e, SESSION_E_EXTRACT, ERR_IO,
