@@ -8,12 +8,12 @@ set -eu
 DEBS="build-essential pkg-config clang clang-format git ca-certificates
       sqlite3 libsqlite3-dev zstd libzstd-dev libcjson-dev libuv1-dev
       libcurl4-openssl-dev libssl-dev libpcre2-dev libgit2-dev libtomlplusplus-dev libxml2-dev
-      libseccomp-dev bubblewrap keyutils iproute2 python3 procps"
+      libseccomp-dev bubblewrap keyutils iproute2 python3 procps poppler-utils"
 
 case "$(uname -s)" in
 Darwin)
     echo "on macOS, install the dependencies with:"
-    echo "  brew install pkg-config sqlite zstd cjson libuv curl openssl@3 pcre2 libgit2 tomlplusplus libxml2 node"
+    echo "  brew install pkg-config sqlite zstd cjson libuv curl openssl@3 pcre2 libgit2 tomlplusplus libxml2 node poppler"
     exit 0
     ;;
 esac

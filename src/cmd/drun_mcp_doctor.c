@@ -104,6 +104,28 @@ check_sandbox(struct report *r, const struct policy *pol)
             "a test command ran in the sandbox with no network and printed what it should");
 }
 
+/*
+ * Poppler's pdftotext, which session_extract_text runs in its sandbox (whose PATH is
+ * /usr/local/bin:/usr/bin:/bin). Without it only that tool fails, so this is a warning.
+ */
+static void
+check_pdftotext(void)
+{
+    static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+    char path[64], what[128];
+
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        snprintf(path, sizeof(path), "%s/pdftotext", dirs[i]);
+        if (access(path, X_OK) == 0) {
+            snprintf(what, sizeof(what), "%s (for session_extract_text)", path);
+            line_ok("pdftotext", what);
+            return;
+        }
+    }
+    printf("warn pdftotext: not installed, so session_extract_text fails; fix: install Poppler's "
+           "tools: 'sudo apt-get install poppler-utils' (macOS: 'brew install poppler')\n");
+}
+
 /* The runtime directory the workspaces live in (made 0700 if missing, as drun-mcp does). */
 static void
 check_runtime(struct report *r, const struct policy *p)
@@ -401,6 +423,7 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
     check_config(&r, config, &p);
     check_sandbox(&r, p);
     check_runtime(&r, p);
+    check_pdftotext();
     check_disk_bound(&r, p);
     check_db(&r, db, p);
     policy_unref(p);

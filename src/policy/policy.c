@@ -82,6 +82,8 @@ static const struct field fields[] = {
     /* Never 0 (root) and never -1 ((uid_t)-1 means "unchanged" to set*id calls). */
     {"sandbox_uid", F_INT, OFF(sandbox_uid), 1, 4294967294LL},
     {"sandbox_gid", F_INT, OFF(sandbox_gid), 1, 4294967294LL},
+    {"extract_timeout_ms", F_INT, OFF(extract_timeout_ms), 1, DAY_MS},
+    {"extract_max_mb", F_INT, OFF(extract_max_mb), 1, 1024},
     {"max_workspace_mb", F_INT, OFF(max_workspace_mb), 1, (int64_t)1 << 22},
     {"max_sessions", F_INT, OFF(max_sessions), 1, 100000},
     {"max_checkpoints", F_INT, OFF(max_checkpoints), 1, 1000000},
@@ -489,6 +491,8 @@ policy_defaults(void)
     p->sandbox_uid = 65534;
     p->sandbox_gid = 65534;
     p->max_workspace_mb = 512;
+    p->extract_timeout_ms = 30000;
+    p->extract_max_mb = 4;
     p->max_sessions = 50;
     p->max_checkpoints = 200;
     p->session_idle_timeout_secs = 3600;

@@ -75,6 +75,8 @@ struct policy {
     int64_t sandbox_tmp_size_mb;
     int64_t sandbox_uid; /* host uid/gid a root daemon's commands run as (1..2^32-2) */
     int64_t sandbox_gid;
+    int64_t extract_timeout_ms; /* session_extract_text's wall clock */
+    int64_t extract_max_mb;     /* text kept by session_extract_text; past it, cut */
 
     /* sessions */
     int64_t max_workspace_mb;

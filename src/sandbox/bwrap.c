@@ -685,7 +685,7 @@ build_argv(const struct sandbox_spec *spec, const struct sandbox_limits *lim, co
     argv_push(a, "/dev/shm");
     argv_push(a, "--remount-ro");
     argv_push(a, "/dev");
-    argv_push(a, "--bind");
+    argv_push(a, spec->workspace_ro ? "--ro-bind" : "--bind");
     argv_push(a, ws);
     argv_push(a, "/workspace");
     for (size_t i = 0; i < spec->n_overlays; i++) {

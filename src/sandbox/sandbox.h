@@ -89,6 +89,7 @@ struct sandbox_spec {
      * cannot change its uid, and its sandboxes run as itself: these are then ignored.
      */
     uint32_t uid, gid;
+    int workspace_ro; /* 1: bind workspace_dir read-only (text extraction's input copy) */
 };
 
 #define SANDBOX_UID_DEFAULT 65534 /* nobody */

@@ -83,6 +83,8 @@ enum session_errc {
     SESSION_E_BINARY,         /* binary_content */
     SESSION_E_TOO_LARGE,      /* result_too_large: d1 total_bytes, d2 limit_bytes */
     SESSION_E_ARGS,           /* invalid_arguments (an argument's value is out of range) */
+    SESSION_E_UNSUPPORTED,    /* unsupported_extraction_format */
+    SESSION_E_EXTRACT,        /* extraction_failed */
 };
 
 struct session_err {
@@ -344,6 +346,63 @@ int session_workspace_reset(struct session *s, int64_t *removed_unstorable, stru
 
 /* 1 if the last scan of s's directory left entries on disk that it could not store. */
 int session_workspace_has_unstorable(const struct session *s);
+
+/* ---- text extraction (session_extract.c) ------------------------------------------------ */
+
+struct session_extract_opts {
+    const char *path;        /* the workspace key of the PDF */
+    const char *save_to;     /* where the text goes; NULL: "<path>.txt" */
+    const char *description; /* recorded in the checkpoint; may be NULL */
+    int64_t first_page;      /* 0: from the first page */
+    int64_t last_page;       /* 0: to the last page */
+    int layout;              /* keep the physical layout (pdftotext -layout) */
+    int64_t timeout_ms;      /* wall clock (extract_timeout_ms) */
+    uint64_t max_text_bytes; /* text kept; past it the rest is cut (extract_max_mb) */
+    uint64_t memory_bytes;   /* address space of the parser (sandbox_memory_mb) */
+    uint64_t cpu_secs;       /* CPU time of the parser (sandbox_cpu_secs) */
+};
+
+struct session_extract_result {
+    int64_t checkpoint_id;
+    char *saved_to;       /* the normal-form key written; freed by the release below */
+    int64_t pages;        /* pages whose text was kept (pdftotext ends each with a form feed) */
+    int64_t chars;        /* code points of the text written */
+    int truncated;        /* 1 if the text was cut at limits.max_output_bytes */
+    uint64_t total_bytes; /* bytes pdftotext wrote, kept or not */
+};
+
+struct session_extract; /* one extraction in flight */
+
+/*
+ * Extracts the text of the PDF at o->path of the head (caller has entered SESSION_WRITE)
+ * with Poppler's pdftotext in a sandbox of its own that sees only a read-only copy of the
+ * file. Checks first: SESSION_E_FILE_NOT_FOUND for a missing path, SESSION_E_UNSUPPORTED
+ * for an extension other than "pdf", SESSION_E_BAD_PATH for a bad save_to,
+ * SESSION_E_EXTRACT for an input over max_workspace_mb; then starts the parser on `loop`
+ * (a uv_loop_t). On 0, done(ud) comes exactly once on the loop (also after a cancel);
+ * the caller then calls session_extract_finish(). On -1 nothing runs and nothing is left.
+ */
+int session_extract_start(void *loop, struct session *s, const struct session_extract_opts *o,
+                          void (*done)(void *ud), void *ud, struct session_extract **out,
+                          struct session_err *e);
+
+/* Kills the parser; done still comes, and finish reports ERR_CANCELLED. */
+void session_extract_cancel(struct session_extract *x);
+
+/*
+ * After done: commits the text at save_to as one new checkpoint (audit appended as in
+ * session_edit_commit), or fails with SESSION_E_EXTRACT when the parser failed or hit a
+ * limit (the message names which), writing nothing. Frees x in every case. Release *out
+ * with session_extract_result_release().
+ */
+int session_extract_finish(struct session_extract *x, struct store_audit *audit,
+                           struct session_extract_result *out, struct session_err *e);
+
+/* start, a private loop, finish: the synchronous form (tests). */
+int session_extract_text(struct session *s, const struct session_extract_opts *o,
+                         struct store_audit *audit, struct session_extract_result *out,
+                         struct session_err *e);
+void session_extract_result_release(struct session_extract_result *r);
 
 /* ---- history operations (session_history.c) ---------------------------------------------- */
 

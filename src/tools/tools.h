@@ -121,6 +121,8 @@ extern const struct tool_def tools_session_defs[]; /* tools_session.c */
 extern const size_t tools_session_count;
 extern const struct tool_def tools_files_defs[]; /* tools_files.c */
 extern const size_t tools_files_count;
+extern const struct tool_def tools_extract_defs[]; /* tools_extract.c */
+extern const size_t tools_extract_count;
 extern const struct tool_def tools_history_defs[]; /* tools_history.c */
 extern const size_t tools_history_count;
 extern const struct tool_def tools_host_defs[];

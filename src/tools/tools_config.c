@@ -51,6 +51,10 @@ static const char instructions[] =
     "pattern keep it short).\n"
     "- Read files with session_read_file or session_read_files; write with "
     "session_write_files (several files, one checkpoint).\n"
+    "- session_extract_text turns a workspace PDF into a text file (<path>.txt, or save_to) "
+    "in one checkpoint, optionally a page range (first_page, last_page) or with the layout "
+    "kept; pages end with a form feed. Read the text with session_read_file (pattern finds "
+    "lines). The parser runs in a sandbox of its own, with a time and size limit.\n"
     "- Errors come back as JSON {code, message, detail}: the message says what to do next.\n"
     "\n"
     "## History and branching\n"
@@ -266,6 +270,8 @@ policy_json(cJSON *c, const struct policy *p, const char *db_in_use)
     cJSON_AddNumberToObject(c, "sandbox_tmp_size_mb", (double)p->sandbox_tmp_size_mb);
     cJSON_AddNumberToObject(c, "sandbox_uid", (double)p->sandbox_uid);
     cJSON_AddNumberToObject(c, "sandbox_gid", (double)p->sandbox_gid);
+    cJSON_AddNumberToObject(c, "extract_timeout_ms", (double)p->extract_timeout_ms);
+    cJSON_AddNumberToObject(c, "extract_max_mb", (double)p->extract_max_mb);
     /* db_path is read once at start-up; show the file actually in use. */
     if (db_in_use != NULL) {
         cJSON_AddStringToObject(c, "db_path", db_in_use);

@@ -161,6 +161,7 @@ tools_registry_init(struct err *err)
     if (tools_register(tools_config_defs, tools_config_count, err) < 0 ||
         tools_register(tools_session_defs, tools_session_count, err) < 0 ||
         tools_register(tools_files_defs, tools_files_count, err) < 0 ||
+        tools_register(tools_extract_defs, tools_extract_count, err) < 0 ||
         tools_register(tools_history_defs, tools_history_count, err) < 0) {
         return -1;
     }

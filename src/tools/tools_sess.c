@@ -74,6 +74,10 @@ tsess_code(const struct session_err *e)
         return "result_too_large";
     case SESSION_E_ARGS:
         return TOOL_ERR_INVALID_ARGUMENTS;
+    case SESSION_E_UNSUPPORTED:
+        return "unsupported_extraction_format";
+    case SESSION_E_EXTRACT:
+        return "extraction_failed";
     case SESSION_E_OTHER:
         break;
     }
@@ -131,6 +135,8 @@ tsess_fail(struct tool_call *call, const struct session_err *e)
     case SESSION_E_PATTERN:
     case SESSION_E_BINARY:
     case SESSION_E_ARGS:
+    case SESSION_E_UNSUPPORTED:
+    case SESSION_E_EXTRACT:
         break;
     }
     tool_call_done_error(call, tsess_code(e), e->base.msg, d);

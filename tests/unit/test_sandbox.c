@@ -337,6 +337,33 @@ TEST(workspace_is_cwd_and_writable)
     sandbox_result_release(&r);
 }
 
+/* workspace_ro (text extraction): the input is readable, nothing in it can be changed. */
+TEST(workspace_ro_is_read_only)
+{
+    struct sandbox_spec s;
+    struct sandbox_result r;
+    struct err err;
+    char p[4200];
+    struct stat st;
+    FILE *f;
+
+    need_sandbox();
+    snprintf(p, sizeof(p), "%s/in.pdf", ws());
+    f = fopen(p, "w");
+    CHECK(f != NULL);
+    fputs("input\n", f);
+    fclose(f);
+    spec_init(&s, "cat in.pdf; echo x > in.pdf; echo y > new.txt; chmod 777 in.pdf; "
+                  "rm -f in.pdf; ls /workspace");
+    s.workspace_ro = 1;
+    CHECK_OK(sandbox_run(&s, &r, &err), &err);
+    CHECK_EQ_STR(out_of(&r), "input\nin.pdf\n");
+    CHECK(stat(p, &st) == 0 && st.st_size == 6 && (st.st_mode & 07777) == 0644);
+    snprintf(p, sizeof(p), "%s/new.txt", ws());
+    CHECK(stat(p, &st) < 0);
+    sandbox_result_release(&r);
+}
+
 TEST(environment_is_clean)
 {
     struct sandbox_result r;
@@ -1257,4 +1284,4 @@ TESTS(seatbelt_escapes_paths, spec_rejects_bad_input, exit_codes_and_output,
       overlay_bound_by_fd_not_by_path, file_size_limit, cpu_limit, memory_limit,
       process_limit_and_fork_bomb, probe_reports, prepared_runs_warm_and_goes_stale,
       prepared_freed_leaves_nothing, prepared_dies_with_a_killed_daemon,
-      prepared_runs_a_1mib_command)
+      prepared_runs_a_1mib_command, workspace_ro_is_read_only)

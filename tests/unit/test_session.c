@@ -5,6 +5,11 @@
  */
 #include "test.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
 #include "session/session.h"
 #include "store/store.h"
 #include "util/mem.h"
@@ -327,8 +332,134 @@ TEST(long_failure_messages_are_cut_not_lost)
     CHECK(strncmp(e.base.msg, "'ppp", 4) == 0);
 }
 
+/* ---- session_extract_text ---------------------------------------------------------------- */
+
+/* A one-page PDF showing "Hello" (xref offsets computed), into out. */
+static void
+tiny_pdf(struct buf *out)
+{
+    static const char *const objs[] = {
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 "
+        "R >> >> /Contents 5 0 R >>",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        "<< /Length 36 >>\nstream\nBT /F1 12 Tf 72 700 Td (Hello) Tj ET\nendstream",
+    };
+    size_t off[5];
+
+    buf_puts(out, "%PDF-1.4\n");
+    for (size_t i = 0; i < 5; i++) {
+        off[i] = out->len;
+        buf_printf(out, "%zu 0 obj\n%s\nendobj\n", i + 1, objs[i]);
+    }
+    size_t xref = out->len;
+    buf_puts(out, "xref\n0 6\n0000000000 65535 f \n");
+    for (size_t i = 0; i < 5; i++) {
+        buf_printf(out, "%010zu 00000 n \n", off[i]);
+    }
+    buf_printf(out, "trailer\n<< /Size 6 /Root 1 0 R >>\nstartxref\n%zu\n%%%%EOF\n", xref);
+    CHECK(!buf_failed(out));
+}
+
+static int
+extract(struct session *s, const char *path, uint64_t max, struct session_extract_result *r,
+        struct session_err *e)
+{
+    struct session_extract_opts o = {.path = path, .timeout_ms = 60000, .max_text_bytes = max};
+    int rc;
+
+    if (session_enter(s, SESSION_WRITE, e) < 0) {
+        return -1;
+    }
+    rc = session_extract_text(s, &o, NULL, r, e);
+    session_leave(s, SESSION_WRITE);
+    return rc;
+}
+
+/* Entries of dir whose name starts with "extract-" (the engine's private copies). */
+static int
+extract_dirs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    if (d == NULL) {
+        return 0;
+    }
+    while ((de = readdir(d)) != NULL) {
+        n += strncmp(de->d_name, "extract-", 8) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+TEST(extract_text_bounds_input_and_output_at_their_edges)
+{
+    struct store *st = open_store();
+    struct session_limits lim = SESSION_LIMITS_DEFAULT;
+    struct session_mgr *m = open_mgr(st, lim);
+    struct session *s = NULL;
+    struct session_err e;
+    struct session_extract_result r;
+    struct buf pdf, text;
+    struct sandbox_probe probe;
+    struct err err;
+    const struct ws_entry *ent;
+
+    if (sandbox_probe(&probe, &err) < 0 || access("/usr/bin/pdftotext", X_OK) != 0) {
+        SKIP("needs a working sandbox and pdftotext: %s", err.msg);
+    }
+    /* A root daemon's parser runs as the sandbox user, who must pass through to the copy. */
+    CHECK(chmod(test_tmpdir(), 0711) == 0);
+    buf_init(&pdf, 1 << 20);
+    buf_init(&text, 1 << 20);
+    tiny_pdf(&pdf);
+    CHECK_OK(session_create(m, NULL, &s, &e), &e.base);
+    CHECK_OK(write1(s, "a.pdf", pdf.data, pdf.len, &e), &e.base);
+
+    /* The whole text is "Hello\n\n\f" (8 bytes): a cap of exactly 8 keeps it all. */
+    CHECK_OK(extract(s, "a.pdf", 8, &r, &e), &e.base);
+    CHECK_EQ_STR(r.saved_to, "a.pdf.txt");
+    CHECK_EQ_INT(r.truncated, 0);
+    CHECK_EQ_INT(r.pages, 1);
+    CHECK_EQ_INT(r.chars, 8);
+    CHECK_EQ_INT(r.checkpoint_id, session_head(s));
+    session_extract_result_release(&r);
+    ent = ws_manifest_get(session_manifest(s), "a.pdf.txt");
+    CHECK(ent != NULL);
+    CHECK_OK(session_read_entry(m, ent, &text, &e), &e.base);
+    CHECK(text.len == 8 && memcmp(text.data, "Hello\n\n\f", 8) == 0);
+
+    /* One byte less: cut, and said so; the form feed is gone, so no whole page. */
+    CHECK_OK(extract(s, "a.pdf", 7, &r, &e), &e.base);
+    CHECK_EQ_INT(r.truncated, 1);
+    CHECK_EQ_INT(r.pages, 0);
+    CHECK_EQ_INT(r.chars, 7);
+    CHECK_EQ_INT(r.total_bytes, 8);
+    session_extract_result_release(&r);
+
+    /* An input over max_workspace_mb (lowered since it was written) is refused unread. */
+    int64_t head = session_head(s);
+    lim.max_workspace_mb = 0;
+    session_mgr_set_limits(m, &lim);
+    CHECK(extract(s, "a.pdf", 0, &r, &e) < 0);
+    CHECK_EQ_INT(e.kind, SESSION_E_EXTRACT);
+    CHECK(strstr(e.base.msg, "max_workspace_mb") != NULL);
+    CHECK_EQ_INT(session_head(s), head);
+
+    /* Nothing of the private copies is left behind, after success or failure. */
+    CHECK_EQ_INT(extract_dirs(test_path("run")), 0);
+    buf_release(&pdf);
+    buf_release(&text);
+    session_mgr_free(m);
+    store_close(st);
+}
+
 TESTS(long_failure_messages_are_cut_not_lost, max_sessions_at_and_past_the_edge,
       max_checkpoints_counts_only_what_remains_after_rollback,
       max_workspace_mb_exactly_at_the_limit_and_one_byte_over, bad_keys_reject_the_batch,
       busy_and_idle_gate, claims_exclude_a_second_manager_until_released, squash_and_drop_keep_ids,
-      utf8_helpers, grep_limits_stop_catastrophic_patterns)
+      utf8_helpers, grep_limits_stop_catastrophic_patterns,
+      extract_text_bounds_input_and_output_at_their_edges)
