@@ -104,6 +104,8 @@ struct fetch {
     int state;
     int cancelled;
     int open_handles;
+    int paused;      /* a sink answered FETCH_SINK_PAUSE: the easy handle is paused */
+    int cur_encoded; /* the current response has a Content-Encoding curl decodes */
     int sock_failed; /* sock_cb could not watch a socket */
     struct sock_ctx *socks;
 };
@@ -390,11 +392,20 @@ header_cb(char *p, size_t size, size_t n, void *ud)
     struct fetch *f = ud;
     size_t len = size * n;
 
-    (void)p;
     f->cur_hdr_bytes += len;
     if (f->cur_hdr_bytes > f->pol.max_header_bytes) {
         f->why = WHY_HEADERS;
         return 0;
+    }
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        f->cur_encoded = 0; /* a new response (a redirect's, or an interim 1xx) */
+    } else if (len > 17 && strncasecmp(p, "content-encoding:", 17) == 0) {
+        size_t i = 17;
+        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
+            i++;
+        }
+        f->cur_encoded = !(len - i >= 8 && strncasecmp(p + i, "identity", 8) == 0) && i < len &&
+                         p[i] != '\r' && p[i] != '\n';
     }
     return len;
 }
@@ -421,8 +432,14 @@ write_cb(char *p, size_t size, size_t n, void *ud)
     }
     if (f->cur_asset < 0 && f->sink != NULL) {
         char *ct = NULL;
+        int rc = f->sink(f->sink_ud, p, len, &f->why_err);
 
-        if (f->sink(f->sink_ud, p, len, &f->why_err) != 0) {
+        if (rc == FETCH_SINK_PAUSE) {
+            f->cur_bytes -= len; /* curl hands the same bytes again after fetch_resume */
+            f->paused = 1;
+            return CURL_WRITEFUNC_PAUSE;
+        }
+        if (rc != 0) {
             f->why = WHY_SINK;
             return 0;
         }
@@ -434,7 +451,14 @@ write_cb(char *p, size_t size, size_t n, void *ud)
             return 0;
         }
     } else if (f->cur_asset >= 0 && f->asset_sink != NULL) {
-        if (f->asset_sink(f->sink_ud, (size_t)f->cur_asset, p, len, &f->why_err) != 0) {
+        int rc = f->asset_sink(f->sink_ud, (size_t)f->cur_asset, p, len, &f->why_err);
+
+        if (rc == FETCH_SINK_PAUSE) {
+            f->cur_bytes -= len;
+            f->paused = 1;
+            return CURL_WRITEFUNC_PAUSE;
+        }
+        if (rc != 0) {
             f->why = WHY_SINK;
             return 0;
         }
@@ -556,6 +580,7 @@ end_easy(struct fetch *f)
         curl_easy_cleanup(f->easy);
         f->easy = NULL;
     }
+    f->paused = 0;
     curl_slist_free_all(f->hdrs);
     f->hdrs = NULL;
 }
@@ -1220,6 +1245,81 @@ fail:
     fetch_result_free(r);
     mem_free(f);
     return NULL;
+}
+
+int
+fetch_may_pause(const struct fetch *f)
+{
+    return f != NULL && !f->cur_encoded;
+}
+
+void
+fetch_resume(struct fetch *f)
+{
+    if (f == NULL || f->state != ST_RUNNING || !f->paused || f->easy == NULL) {
+        return;
+    }
+    f->paused = 0;
+    /* May call write_cb at once with the bytes curl kept (which may pause again); the
+     * rest of the transfer goes on from the timer curl arms. */
+    curl_easy_pause(f->easy, CURLPAUSE_CONT);
+}
+
+struct fetch_waker {
+    uv_async_t async;
+    void (*fn)(void *ud);
+    void *ud;
+};
+
+static void
+waker_cb(uv_async_t *h)
+{
+    struct fetch_waker *w = h->data;
+
+    if (w->fn != NULL) {
+        w->fn(w->ud);
+    }
+}
+
+static void
+waker_closed(uv_handle_t *h)
+{
+    mem_free(h->data);
+}
+
+struct fetch_waker *
+fetch_waker_new(void *loop, void (*fn)(void *ud), void *ud, struct err *err)
+{
+    struct fetch_waker *w = mem_calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (uv_async_init(loop, &w->async, waker_cb) != 0) {
+        mem_free(w);
+        err_set(err, ERR_INTERNAL, "cannot make an async handle for the fetch");
+        return NULL;
+    }
+    w->async.data = w;
+    w->fn = fn;
+    w->ud = ud;
+    return w;
+}
+
+void
+fetch_waker_send(struct fetch_waker *w)
+{
+    uv_async_send(&w->async);
+}
+
+void
+fetch_waker_close(struct fetch_waker *w)
+{
+    if (w != NULL) {
+        w->fn = NULL;
+        uv_close((uv_handle_t *)&w->async, waker_closed);
+    }
 }
 
 void

@@ -108,6 +108,10 @@ struct fetch_header {
  * sink may fill). With a sink the body is not kept in the result.
  */
 typedef int (*fetch_sink_fn)(void *ud, const void *data, size_t len, struct err *why);
+/* A sink's (or asset sink's) third answer: take none of these bytes now. The transfer
+ * pauses (curl keeps the bytes, the socket is not read) until fetch_resume, which hands
+ * the same bytes to the sink again. */
+#define FETCH_SINK_PAUSE 1
 
 /*
  * Receives an asset's body bytes as they arrive (asset is the index into the result's
@@ -118,6 +122,26 @@ typedef int (*fetch_sink_fn)(void *ud, const void *data, size_t len, struct err 
  */
 typedef int (*fetch_asset_sink_fn)(void *ud, size_t asset, const void *data, size_t len,
                                    struct err *why);
+
+/* Resumes a transfer a sink paused (FETCH_SINK_PAUSE); on the loop's thread, never from
+ * inside a callback of f. No-op when nothing is paused or the fetch has ended. */
+struct fetch;
+void fetch_resume(struct fetch *f);
+/* 1 when a sink may answer FETCH_SINK_PAUSE now. 0 while the response is content-encoded:
+ * curl would keep decoding into a buffer of its own while paused (up to 64 MiB, then a
+ * failure), so such a sink must take the bytes, waiting if it has to. */
+int fetch_may_pause(const struct fetch *f);
+
+/*
+ * A thread-safe wake-up of the loop (a uv_async handle): fetch_waker_send may be called
+ * from any thread; fn(ud) then runs on the loop's thread (sends made before it runs are
+ * coalesced into one call). fetch_waker_close stops it; its memory is freed once the
+ * loop has closed the handle. For a sink that pauses when its consumer thread is full.
+ */
+struct fetch_waker;
+struct fetch_waker *fetch_waker_new(void *loop, void (*fn)(void *ud), void *ud, struct err *err);
+void fetch_waker_send(struct fetch_waker *w);
+void fetch_waker_close(struct fetch_waker *w);
 
 struct fetch_request {
     const char *url;

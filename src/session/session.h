@@ -311,8 +311,21 @@ int session_edit_commit(struct session_edit *ed, const struct session_commit_met
                         struct store_audit *audit, struct session_delta *delta,
                         struct session_err *e);
 
+/*
+ * session_edit_commit for a caller that must not wait for the DB's write lock: when the
+ * store is in nowait mode and another connection holds the lock, returns -1 with
+ * store_would_block set and ed kept as it was (the caller parks, then calls this again
+ * or session_edit_abort). Otherwise as session_edit_commit: frees ed.
+ */
+int session_edit_try_commit(struct session_edit *ed, const struct session_commit_meta *meta,
+                            struct store_audit *audit, struct session_delta *delta,
+                            struct session_err *e);
+
 /* Drops a change that will not be committed. NULL is a no-op. */
 void session_edit_abort(struct session_edit *ed);
+/* 1 if `more` bytes added to the head's files stay within the workspace size limit (a
+ * hint before storing big blobs ahead of a commit; the commit checks exactly). */
+int session_fits(const struct session *s, uint64_t more);
 
 /* ---- commands: the workspace directory -------------------------------------------------- */
 

@@ -204,6 +204,15 @@ check_size(const struct session *s, const struct ws_manifest *next, struct sessi
     return 0;
 }
 
+int
+session_fits(const struct session *s, uint64_t more)
+{
+    uint64_t before = ws_manifest_bytes(s->manifest);
+    int64_t limit = s->mgr->limits.max_workspace_mb * MIB;
+
+    return limit > 0 && before + more <= (uint64_t)limit;
+}
+
 /* Puts an output stream as a blob (len 0: none). */
 static int
 put_stream(struct session_mgr *m, const void *data, size_t len, uint8_t hash[HASH_LEN],
@@ -353,6 +362,28 @@ session_edit_commit(struct session_edit *ed, const struct session_commit_meta *m
 {
     int rc = commit_manifest(ed->s, ed->next, ed->v, ed->n, meta, audit, delta, 0, e);
 
+    ed->next = NULL;
+    session_edit_abort(ed);
+    return rc;
+}
+
+int
+session_edit_try_commit(struct session_edit *ed, const struct session_commit_meta *meta,
+                        struct store_audit *audit, struct session_delta *delta,
+                        struct session_err *e)
+{
+    struct store *st = ed->s->mgr->st;
+    int rc;
+
+    store_clear_would_block(st);
+    if (store_begin(st, &e->base) < 0) {
+        session_fail_err(e, SESSION_E_OTHER, &e->base);
+        if (!store_would_block(st)) {
+            session_edit_abort(ed);
+        }
+        return -1;
+    }
+    rc = commit_manifest(ed->s, ed->next, ed->v, ed->n, meta, audit, delta, 1, e);
     ed->next = NULL;
     session_edit_abort(ed);
     return rc;

@@ -651,6 +651,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out, 
             goto fail;
         }
     }
+    st->sync_normal = opts->synchronous_normal != 0;
     if (store_exec(st,
                    opts->synchronous_normal ? "PRAGMA synchronous = NORMAL"
                                             : "PRAGMA synchronous = FULL",

@@ -224,9 +224,9 @@ int store_blob_has(struct store *st, const uint8_t hash[HASH_LEN], int *exists, 
  * own thread, which hashes them and zstd-compresses them (or, when a sample shows they do
  * not compress, keeps them raw) into an unlinked temporary file beside the database;
  * write copies into a bounded queue and waits only when it is full. finish inserts the row
- * (unless the hash is already stored) and copies the frame in with sqlite3_blob_write,
- * in pieces. Memory stays near the compressor's (512 KiB window) whatever the size.
- * Content that fits in STORE_BLOB_HEAD is stored exactly as store_blob_put would. A
+ * (unless the hash is already stored, e.g. by store_bg below) and copies the frame in
+ * with sqlite3_blob_write, in pieces. Memory stays near the compressor's (512 KiB window) whatever
+ * the size. Content that fits in STORE_BLOB_HEAD is stored exactly as store_blob_put would. A
  * streamed blob is one zstd frame (codec 1) that declares its size, or raw bytes (codec
  * 0), so store_blob_get reads and verifies it as any other. Past the blob cap: ERR_TOOBIG;
  * a full disk: ERR_IO naming the temporary file (or the database error), with nothing stored.
@@ -254,6 +254,36 @@ int store_blob_writer_finish(struct store_blob_writer *w, uint8_t hash[HASH_LEN]
                              struct err *err);
 /* Drops everything written: no row, no temporary file. NULL is a no-op. */
 void store_blob_writer_abort(struct store_blob_writer *w);
+
+/*
+ * For a caller on an event loop that must never wait for the writer's thread.
+ * try_write is write, except that when the writer's slots cannot take all `len` bytes
+ * now it takes none and returns 1 (0 when written, -1 on error): the caller pauses its
+ * source and resumes when the notify function runs. set_notify names that function; it
+ * is called on the writer's thread (under the writer's lock, so it must only signal,
+ * e.g. uv_async_send) when a slot frees after a try_write returned 1, when the thread
+ * fails, and when it is done (after store_bg); set_notify(w, NULL, NULL) returns only
+ * once no call is under way, so the caller may then free what ud points at.
+ */
+int store_blob_writer_try_write(struct store_blob_writer *w, const void *data, size_t len,
+                                struct err *err);
+void store_blob_writer_set_notify(struct store_blob_writer *w, void (*fn)(void *ud), void *ud);
+/*
+ * No more writes, and store the blob's row now, on the writer's thread with a connection
+ * of its own, in a short transaction of its own (content-addressed, so a row stored
+ * ahead of the checkpoint that names it is harmless; gc removes it if none ever does).
+ * Returns at once; store_blob_writer_busy says when the thread is done, and notify is
+ * called then. end and finish still follow: finish, inside the checkpoint's transaction,
+ * finds the row and copies nothing, or (gc removed it meanwhile, or the thread could not
+ * store it) copies it from the temporary file as before. A blob of at most
+ * STORE_BLOB_HEAD is not streamed: nothing happens here and busy is 0.
+ */
+int store_blob_writer_store_bg(struct store_blob_writer *w, struct err *err);
+/* 1 while the writer's thread still works (draining, or storing after store_bg). */
+int store_blob_writer_busy(struct store_blob_writer *w);
+/* 1 if store_bg gave up because another connection held the write lock for the whole
+ * busy timeout (the caller then reports the lock rather than waiting a second time). */
+int store_blob_writer_bg_busy(struct store_blob_writer *w);
 /* Bytes written so far. */
 uint64_t store_blob_writer_size(const struct store_blob_writer *w);
 

@@ -30,10 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 static const char SQL_HAS[] = "SELECT size FROM blobs WHERE hash = ?1";
@@ -375,9 +377,14 @@ store_blob_get(struct store *st, const uint8_t hash[HASH_LEN], struct buf *out, 
  * worker thread hashes it, compresses it (or not, below) and writes it to the temporary
  * file, so hashing and compressing overlap the download and run on the other core. A
  * caller that fills every slot waits for the worker to free one: that back-pressure
- * bounds memory, and it holds the caller for at most one slot's work (about 1 ms), so
- * the loop keeps answering between chunks. end (and abort) wait for the worker to drain
- * the queue and join it: no thread outlives an ended writer.
+ * bounds memory, and it holds the caller for at most one slot's work (about 1 ms). A
+ * caller that must never wait (session_fetch, on the loop) uses try_write, which takes
+ * nothing when the bytes do not fit the free slots and asks the worker to call the
+ * caller's notify function when one frees (want_space, set under mu, so a slot freed in
+ * between is never missed); the caller pauses its source meanwhile. end (and abort) wait
+ * for the worker to drain the queue and join it: no thread outlives an ended writer.
+ * store_bg instead lets the worker finish alone and then store the row itself on a
+ * connection of its own (writer_store_bg), notifying the caller when it is done.
  *
  * Incompressible content (archives, images, random bytes) is stored raw. The worker
  * decides on the first slot: it compresses a sample of up to WRITER_SAMPLE bytes at
@@ -438,6 +445,12 @@ struct store_blob_writer {
     int discard;           /* abort: drop what is queued */
     int wfailed;           /* the worker failed: werr says why */
     struct err werr;
+    int want_space; /* try_write found no room: notify when a slot frees */
+    int bg;         /* store_bg: the worker stores the row itself once drained */
+    int finished;   /* the worker is done with everything (it may be joined) */
+    int bg_busy;    /* store_bg found the write lock held past the busy timeout */
+    void (*notify)(void *ud);
+    void *notify_ud;
 
     /* The worker's own (the caller reads them only after joining it). */
     struct hash_ctx *hash; /* over the raw bytes */
@@ -616,12 +629,23 @@ writer_process(struct store_blob_writer *w, const char *data, size_t len, struct
     return writer_compress(w, data, len, ZSTD_e_continue, err);
 }
 
+/* Calls the caller's notify function, under mu (so that set_notify(NULL) is final). */
+static void
+writer_wake(struct store_blob_writer *w)
+{
+    if (w->notify != NULL) {
+        w->notify(w->notify_ud);
+    }
+}
+
+static void writer_store_bg(struct store_blob_writer *w);
+
 static void *
 writer_main(void *arg)
 {
     struct store_blob_writer *w = arg;
     struct err e = {0};
-    int failed = 0;
+    int failed = 0, discard = 0, bg = 0;
 
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -629,6 +653,8 @@ writer_main(void *arg)
             pthread_cond_wait(&w->cv_work, &w->mu);
         }
         if (w->q_count == 0 || w->discard) {
+            discard = w->discard;
+            bg = w->bg;
             break;
         }
         size_t i = w->q_head;
@@ -644,9 +670,13 @@ writer_main(void *arg)
         w->q_head = (w->q_head + 1) % WRITER_SLOTS;
         w->q_count--;
         pthread_cond_signal(&w->cv_space);
+        if (w->want_space || failed) {
+            w->want_space = 0;
+            writer_wake(w);
+        }
     }
     pthread_mutex_unlock(&w->mu);
-    if (!failed && !w->discard && w->codec == WCODEC_ZSTD) {
+    if (!failed && !discard && w->codec == WCODEC_ZSTD) {
         failed = writer_compress(w, "", 0, ZSTD_e_end, &e) < 0;
     }
     if (w->codec == WCODEC_UNDECIDED) {
@@ -656,17 +686,27 @@ writer_main(void *arg)
     w->cctx = NULL;
     mem_free(w->zout);
     w->zout = NULL;
+    if (!failed && !discard) {
+        hash_final(w->hash, w->digest);
+        w->hash = NULL;
+        if (bg) {
+            writer_store_bg(w);
+        }
+    }
     pthread_mutex_lock(&w->mu);
     if (failed && !w->wfailed) {
         w->wfailed = 1;
         w->werr = e;
     }
+    w->finished = 1;
     pthread_cond_signal(&w->cv_space);
+    writer_wake(w);
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
-/* Queues the caller's slot (fill_len bytes) and waits for a free one. */
+/* Queues the caller's slot (fill_len bytes) without waiting: the next slot may still be
+ * the worker's, which writer_feed checks before it copies into it. */
 static int
 writer_push(struct store_blob_writer *w, struct err *err)
 {
@@ -678,6 +718,21 @@ writer_push(struct store_blob_writer *w, struct err *err)
     w->fill = (w->fill + 1) % WRITER_SLOTS;
     w->fill_len = 0;
     pthread_cond_signal(&w->cv_work);
+    if (w->wfailed) {
+        *err = w->werr;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Waits until the caller's slot is free of the worker (every slot queued: wait for one). */
+static int
+writer_wait_slot(struct store_blob_writer *w, struct err *err)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&w->mu);
     while (w->q_count == WRITER_SLOTS && !w->wfailed) {
         pthread_cond_wait(&w->cv_space, &w->mu);
     }
@@ -689,13 +744,19 @@ writer_push(struct store_blob_writer *w, struct err *err)
     return rc;
 }
 
-/* Copies caller bytes into slots, queueing each full one. */
+/* Copies caller bytes into slots, queueing each full one; waits for a slot only when
+ * every slot is queued (try_write checks there is room first, so it never waits). */
 static int
 writer_feed(struct store_blob_writer *w, const char *data, size_t len, struct err *err)
 {
     while (len > 0) {
         size_t k = WRITER_SLOT - w->fill_len;
-        char *dst = w->slot[w->fill];
+        char *dst;
+
+        if (w->fill_len == 0 && writer_wait_slot(w, err) < 0) {
+            return -1;
+        }
+        dst = w->slot[w->fill];
 
         if (k > len) {
             k = len;
@@ -838,6 +899,81 @@ store_blob_writer_write(struct store_blob_writer *w, const void *data, size_t le
 }
 
 int
+store_blob_writer_try_write(struct store_blob_writer *w, const void *data, size_t len,
+                            struct err *err)
+{
+    size_t room;
+
+    if (w->streaming && !w->failed && !w->ended && len > 0) {
+        pthread_mutex_lock(&w->mu);
+        room = (WRITER_SLOTS - w->q_count) * WRITER_SLOT;
+        room = room > w->fill_len ? room - w->fill_len : 0;
+        if (room < len && !w->wfailed) {
+            w->want_space = 1;
+            pthread_mutex_unlock(&w->mu);
+            return 1;
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return store_blob_writer_write(w, data, len, err);
+}
+
+void
+store_blob_writer_set_notify(struct store_blob_writer *w, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&w->mu);
+    w->notify = fn;
+    w->notify_ud = ud;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int
+store_blob_writer_store_bg(struct store_blob_writer *w, struct err *err)
+{
+    if (w->failed) {
+        return err_set(err, ERR_INVAL, "the blob writer is in a failed state; start a new one");
+    }
+    if (!w->streaming || w->ended || w->bg) {
+        return 0; /* a small blob is stored at finish from memory, in the caller's transaction */
+    }
+    if (w->fill_len > 0 && writer_push(w, err) < 0) {
+        writer_join(w, 1);
+        return writer_fail(w, err);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->bg = 1;
+    w->done = 1;
+    pthread_cond_signal(&w->cv_work);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+int
+store_blob_writer_busy(struct store_blob_writer *w)
+{
+    int busy;
+
+    if (!w->thread_up) {
+        return 0;
+    }
+    pthread_mutex_lock(&w->mu);
+    busy = !w->finished;
+    pthread_mutex_unlock(&w->mu);
+    return busy;
+}
+
+int
+store_blob_writer_bg_busy(struct store_blob_writer *w)
+{
+    int busy;
+
+    pthread_mutex_lock(&w->mu);
+    busy = w->bg_busy;
+    pthread_mutex_unlock(&w->mu);
+    return busy;
+}
+
+int
 store_blob_writer_end(struct store_blob_writer *w, struct err *err)
 {
     if (w->failed) {
@@ -847,7 +983,7 @@ store_blob_writer_end(struct store_blob_writer *w, struct err *err)
         return 0;
     }
     if (w->streaming) {
-        if (w->fill_len > 0 && writer_push(w, err) < 0) {
+        if (!w->bg && w->fill_len > 0 && writer_push(w, err) < 0) {
             writer_join(w, 1);
             return writer_fail(w, err);
         }
@@ -860,8 +996,6 @@ store_blob_writer_end(struct store_blob_writer *w, struct err *err)
             *err = w->werr;
             return writer_fail(w, err);
         }
-        hash_final(w->hash, w->digest);
-        w->hash = NULL;
     } else {
         hash_sha256(w->head.data ? w->head.data : "", w->head.len, w->digest);
     }
@@ -905,7 +1039,8 @@ static const char SQL_PUT_ZERO[] = "INSERT INTO blobs (hash, size, codec, data, 
  * header rewritten to declare the size (codec 1), or the raw bytes as they are (codec 0).
  */
 static int
-writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct err *err)
+writer_copy(struct store_blob_writer *w, sqlite3 *db, sqlite3_stmt *s, const uint8_t hash[HASH_LEN],
+            struct err *err)
 {
     struct store *st = w->st;
     uint8_t hdr[ZHDR_DECLARED];
@@ -913,7 +1048,6 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     uint64_t stored = is_raw ? w->packed : w->packed - ZHDR_STREAMED + ZHDR_DECLARED;
     uint64_t off = is_raw ? 0 : ZHDR_STREAMED;
     sqlite3_blob *b = NULL;
-    sqlite3_stmt *s;
     char *chunk = NULL;
     int rc, pos, lim;
 
@@ -933,7 +1067,7 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     }
     /* Incompressible content grows a little in zstd (about 3 bytes per 128 KiB block),
      * so content just under the blob cap can still be over SQLite's own limit. */
-    lim = sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, -1);
+    lim = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
     if (stored > (uint64_t)INT32_MAX || (lim > 0 && stored > (uint64_t)lim)) {
         return err_set(err, ERR_TOOBIG,
                        "a blob of %llu bytes compresses to %llu bytes, over SQLite's limit of "
@@ -946,10 +1080,6 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
             hdr[ZHDR_STREAMED + i] = (uint8_t)(w->raw >> (8 * i));
         }
     }
-    s = store_stmt(st, SQL_PUT_ZERO, err);
-    if (s == NULL) {
-        return -1;
-    }
     store_bind_hash(s, 1, hash);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)w->raw);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)stored);
@@ -957,10 +1087,10 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
     rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
-        return store_sqlerr(st, rc, "store a blob", err);
+        return db == st->db ? store_sqlerr(st, rc, "store a blob", err)
+                            : err_set(err, ERR_DB, "cannot store a blob: %s", sqlite3_errmsg(db));
     }
-    rc = sqlite3_blob_open(st->db, "main", "blobs", "data", sqlite3_last_insert_rowid(st->db), 1,
-                           &b);
+    rc = sqlite3_blob_open(db, "main", "blobs", "data", sqlite3_last_insert_rowid(db), 1, &b);
     if (rc == SQLITE_OK && !is_raw) {
         rc = sqlite3_blob_write(b, hdr, ZHDR_DECLARED, 0);
     }
@@ -988,15 +1118,114 @@ writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct e
         off += (uint64_t)got;
     }
     mem_free(chunk);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_blob_close(b);
+        b = NULL;
+    }
     if (rc != SQLITE_OK) {
         sqlite3_blob_close(b);
-        return store_sqlerr(st, rc, "write a blob", err);
-    }
-    rc = sqlite3_blob_close(b);
-    if (rc != SQLITE_OK) {
-        return store_sqlerr(st, rc, "write a blob", err);
+        return db == st->db ? store_sqlerr(st, rc, "write a blob", err)
+                            : err_set(err, ERR_DB, "cannot write a blob: %s", sqlite3_errmsg(db));
     }
     return 0;
+}
+
+/* Copies the ended stream into a new row on the caller's connection (in its transaction). */
+static int
+writer_store(struct store_blob_writer *w, const uint8_t hash[HASH_LEN], struct err *err)
+{
+    sqlite3_stmt *s = store_stmt(w->st, SQL_PUT_ZERO, err);
+
+    return s == NULL ? -1 : writer_copy(w, w->st->db, s, hash, err);
+}
+
+/*
+ * The worker's own insert of the finished row (store_blob_writer_store_bg), so that the
+ * copy of a big body and the fsync of its WAL frames happen off the caller's thread: a
+ * connection of its own (SQLite connections are never shared between threads here) with
+ * a small page cache, one short transaction that waits for the write lock with the
+ * store's busy timeout. The row is content-addressed, so storing it before the
+ * checkpoint that names it harms nothing if that checkpoint never comes (gc removes it).
+ * gc may also remove it before the checkpoint commits: finish checks again inside the
+ * checkpoint's transaction and copies it from the temporary file if it is gone. Any
+ * failure here is only logged (at debug): finish then does the copy as before.
+ */
+static void
+writer_store_bg(struct store_blob_writer *w)
+{
+    static const char SQL_HAS_BG[] = "SELECT 1 FROM blobs WHERE hash = ?1";
+    struct store *st = w->st;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *has = NULL, *ins = NULL;
+    struct err e = {0};
+    struct stat sb;
+    int rc, in_tx = 0;
+
+    if (st->path == NULL || st->path[0] == '\0' || strcmp(st->path, ":memory:") == 0 ||
+        st->read_only) {
+        return;
+    }
+    /* Never into a file other than the one the store opened (a replaced DB). */
+    if (st->ident_fd >= 0 &&
+        (stat(st->path, &sb) != 0 || sb.st_dev != st->db_dev || sb.st_ino != st->db_ino)) {
+        return;
+    }
+    rc = sqlite3_open_v2(st->path, &db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_extended_result_codes(db, 1);
+        sqlite3_busy_timeout(db, st->busy_timeout_ms);
+        /* A small cache (the frame goes straight to the WAL as pages fill), and no
+         * automatic checkpoint: the store's thread does that. */
+        rc =
+            sqlite3_exec(db,
+                         st->sync_normal ? "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -256; "
+                                           "PRAGMA wal_autocheckpoint = 0"
+                                         : "PRAGMA synchronous = FULL; PRAGMA cache_size = -256; "
+                                           "PRAGMA wal_autocheckpoint = 0",
+                         NULL, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        in_tx = rc == SQLITE_OK;
+        if ((rc & 0xff) == SQLITE_BUSY) {
+            pthread_mutex_lock(&w->mu);
+            w->bg_busy = 1;
+            pthread_mutex_unlock(&w->mu);
+        }
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_prepare_v2(db, SQL_HAS_BG, -1, &has, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        store_bind_hash(has, 1, w->digest);
+        rc = sqlite3_step(has);
+        if (rc == SQLITE_DONE) {
+            rc = sqlite3_prepare_v2(db, SQL_PUT_ZERO, -1, &ins, NULL);
+            if (rc == SQLITE_OK && writer_copy(w, db, ins, w->digest, &e) < 0) {
+                rc = SQLITE_ERROR;
+            }
+        } else if (rc == SQLITE_ROW) {
+            rc = SQLITE_OK; /* already stored */
+        }
+    }
+    sqlite3_finalize(has);
+    sqlite3_finalize(ins);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        in_tx = rc != SQLITE_OK;
+    }
+    if (rc != SQLITE_OK) {
+        log_debug("storing a streamed blob ahead of its checkpoint failed (%s); it is stored "
+                  "with the checkpoint instead",
+                  e.msg[0] ? e.msg
+                  : db     ? sqlite3_errmsg(db)
+                           : sqlite3_errstr(rc));
+        if (in_tx) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        }
+    }
+    sqlite3_close(db);
 }
 
 int

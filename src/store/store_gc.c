@@ -14,7 +14,9 @@
  * at a blob between mark and sweep. A dry run does exactly the same work and then
  * rolls back, so what it reports is what a real run would delete. Blobs a writer has
  * put but not yet referenced are only safe if the writer put them in the same
- * bracket as the checkpoint that names them (store.h asks callers to).
+ * bracket as the checkpoint that names them (store.h asks callers to), or, like a
+ * streamed blob stored ahead by its writer's thread (store_blob_writer_store_bg), are
+ * looked up again inside that bracket and stored again if gc took them meanwhile.
  */
 #include "store/store_int.h"
 

@@ -36,6 +36,7 @@ struct store {
     int zstd_level;
     size_t blob_max;
     int read_only;
+    int sync_normal;     /* PRAGMA synchronous = NORMAL (else FULL), for other connections */
     int version_at_open; /* user_version found before migrating */
     void *zcctx;         /* ZSTD_CCtx, made on first compress */
     void *zdctx;         /* ZSTD_DCtx, made on first decompress */

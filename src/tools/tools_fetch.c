@@ -79,6 +79,12 @@ struct fetch_call {
     size_t asset_streaming; /* index of the asset whose writer is still compressing */
     int has_werr;           /* a writer failed: the call fails with werr */
     struct err werr;
+    struct fetch_waker *wk;   /* the writers' threads wake the loop through it */
+    struct fetch_result *res; /* the ended fetch, while its writers store their rows */
+    int finishing;            /* fetch_finish ran: the waker has nothing more to do */
+    struct session_edit *ed;  /* staged, while the commit waits for the write lock */
+    struct fetch_layout *lay;
+    size_t nf, ns, nfail; /* assets fetched, skipped, failed */
 };
 
 static void
@@ -87,10 +93,15 @@ fc_free(struct fetch_call *fc)
     if (fc == NULL) {
         return;
     }
+    /* Joins every writer's thread first: none can wake the loop through wk after this. */
     store_blob_writer_abort(fc->main_w);
     for (size_t i = 0; i < fc->n_asset_w; i++) {
         store_blob_writer_abort(fc->asset_w[i]);
     }
+    fetch_waker_close(fc->wk);
+    session_edit_abort(fc->ed);
+    fetch_layout_free(fc->lay);
+    fetch_result_free(fc->res);
     mem_free(fc->asset_w);
     mem_free(fc->creds);
     mem_free(fc->cidrs);
@@ -253,15 +264,43 @@ sink_fail(struct fetch_call *fc, struct err *why)
     return -1;
 }
 
+/* On a writer's thread: a slot freed, or the thread is done. */
+static void
+writer_notify(void *ud)
+{
+    fetch_waker_send(ud);
+}
+
+static int
+open_writer(struct fetch_call *fc, struct store_blob_writer **w)
+{
+    if (store_blob_writer_open(fc->st, w, &fc->werr) < 0) {
+        return -1;
+    }
+    store_blob_writer_set_notify(*w, writer_notify, fc->wk);
+    return 0;
+}
+
+/*
+ * The loop never waits for a writer's thread: when its slots are full, try_write takes
+ * nothing and the transfer pauses (FETCH_SINK_PAUSE); the thread's notify wakes the loop
+ * when a slot frees, and the transfer resumes.
+ */
 static int
 body_sink(void *ud, const void *data, size_t len, struct err *why)
 {
     struct fetch_call *fc = ud;
+    int rc;
 
-    if (fc->main_w == NULL && store_blob_writer_open(fc->st, &fc->main_w, &fc->werr) < 0) {
+    if (fc->main_w == NULL && open_writer(fc, &fc->main_w) < 0) {
         return sink_fail(fc, why);
     }
-    if (store_blob_writer_write(fc->main_w, data, len, &fc->werr) < 0) {
+    rc = fetch_may_pause(fc->f) ? store_blob_writer_try_write(fc->main_w, data, len, &fc->werr)
+                                : store_blob_writer_write(fc->main_w, data, len, &fc->werr);
+    if (rc > 0) {
+        return FETCH_SINK_PAUSE;
+    }
+    if (rc < 0) {
         return sink_fail(fc, why);
     }
     return 0;
@@ -271,6 +310,7 @@ static int
 asset_sink(void *ud, size_t asset, const void *data, size_t len, struct err *why)
 {
     struct fetch_call *fc = ud;
+    int rc;
 
     if (asset >= fc->n_asset_w) {
         struct store_blob_writer **v = mem_realloc(fc->asset_w, (asset + 1) * sizeof(*v));
@@ -289,12 +329,18 @@ asset_sink(void *ud, size_t asset, const void *data, size_t len, struct err *why
             store_blob_writer_end(fc->asset_w[fc->asset_streaming], &fc->werr) < 0) {
             return sink_fail(fc, why);
         }
-        if (store_blob_writer_open(fc->st, &fc->asset_w[asset], &fc->werr) < 0) {
+        if (open_writer(fc, &fc->asset_w[asset]) < 0) {
             return sink_fail(fc, why);
         }
         fc->asset_streaming = asset;
     }
-    if (store_blob_writer_write(fc->asset_w[asset], data, len, &fc->werr) < 0) {
+    rc = fetch_may_pause(fc->f)
+             ? store_blob_writer_try_write(fc->asset_w[asset], data, len, &fc->werr)
+             : store_blob_writer_write(fc->asset_w[asset], data, len, &fc->werr);
+    if (rc > 0) {
+        return FETCH_SINK_PAUSE;
+    }
+    if (rc < 0) {
         return sink_fail(fc, why);
     }
     return 0;
@@ -396,7 +442,8 @@ audit_hops(struct fetch_call *fc, const struct fetch_result *r)
         row.checkpoint_id = -1;
         row.args = text;
         row.args_len = text != NULL ? strlen(text) : 0;
-        if (store_audit_append(st, &row, &err) < 0) {
+        /* Queued when another process holds the write lock: the loop never waits here. */
+        if (store_audit_append_soon(st, &row, &err) < 0) {
             log_warn("cannot write the session_fetch_hop audit row: %s", err.msg);
         }
         cJSON_free(text);
@@ -440,71 +487,81 @@ fail_fetch(struct fetch_call *fc, const struct fetch_result *r)
     tool_call_done_error(fc->call, code, r->err.msg[0] ? r->err.msg : "the fetch failed", detail);
 }
 
-/* Stages the main file, the fetched assets and manifest.json; commits one checkpoint. */
+static int save_commit(struct fetch_call *fc);
+
+/* The commit was parked for the write lock: try again, or give up (nothing is saved). */
 static void
-save(struct fetch_call *fc, struct fetch_result *r)
+save_parked(struct tool_call *call, void *arg, int status)
+{
+    struct fetch_call *fc = arg;
+
+    if (status == TOOL_LOCK_READY) {
+        if (save_commit(fc) == 0) {
+            fc_free(fc);
+        }
+        return;
+    }
+    session_edit_abort(fc->ed);
+    fc->ed = NULL;
+    session_leave(fc->s, SESSION_WRITE);
+    if (status == TOOL_LOCK_TIMEOUT) {
+        tool_call_set_summary(call, "database locked: %s %.160s", fc->method, fc->url);
+        tool_call_done_store_busy(call);
+    } else {
+        tool_call_set_summary(call, "cancelled: %s %.160s", fc->method, fc->url);
+        tool_call_done_error(call, TOOL_ERR_CANCELLED, "the fetch was cancelled; nothing was saved",
+                             NULL);
+    }
+    fc_free(fc);
+}
+
+/*
+ * Commits the staged checkpoint (fc->ed) and answers. The commit runs with the store in
+ * nowait mode: when another process holds the write lock the call waits off the loop
+ * (tool_call_wait_lock) with the edit kept and the session still held, then comes back
+ * here. Returns 1 when parked (fc stays), 0 when the call was answered.
+ */
+static int
+save_commit(struct fetch_call *fc)
 {
     struct tool_call *call = fc->call;
-    struct fetch_layout *lay = NULL;
-    struct session_edit *ed = NULL;
+    struct fetch_result *r = fc->res;
+    struct fetch_layout *lay = fc->lay;
     struct session_commit_meta meta;
     struct session_delta d;
     struct store_audit row;
     struct session_err e;
     struct buf command;
-    struct err err;
-    size_t nf = 0, ns = 0, nfail = 0;
-    struct store_blob_writer *none = NULL; /* an asset with an empty body */
     cJSON *out = NULL;
+    int rc;
 
     buf_init(&command, FETCH_MAX_URL_LEN + 64);
-    if (fetch_layout_make(r, &lay, &err) < 0) {
-        session_leave(fc->s, SESSION_WRITE);
-        tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
-        goto out;
-    }
-    if (session_edit_begin(fc->s, &ed, &e) < 0) {
-        goto fail;
-    }
-    if (stage_writer(ed, lay->main_path, &fc->main_w, &e) < 0) {
-        goto fail;
-    }
-    for (size_t i = 0; i < r->n_assets; i++) {
-        const struct fetch_asset *a = &r->assets[i];
-        switch (a->state) {
-        case FETCH_ASSET_FETCHED:
-            nf++;
-            if (i < lay->n_assets && lay->asset_paths[i] != NULL &&
-                stage_writer(ed, lay->asset_paths[i], i < fc->n_asset_w ? &fc->asset_w[i] : &none,
-                             &e) < 0) {
-                goto fail;
-            }
-            break;
-        case FETCH_ASSET_SKIPPED:
-            ns++;
-            break;
-        default:
-            nfail++;
-            break;
-        }
-    }
-    if (session_edit_write(ed, lay->manifest_path, buf_cstr(&lay->manifest), lay->manifest.len, 0,
-                           &e) < 0) {
-        goto fail;
-    }
     buf_printf(&command, "%s %s", fc->method, r->url);
     memset(&meta, 0, sizeof(meta));
     meta.tool = "session_fetch";
     meta.command = buf_failed(&command) ? r->url : buf_cstr(&command);
     meta.description = fc->description;
     tool_call_set_summary(call, "%s %.160s -> %ld, %llu bytes, assets %zu/%zu/%zu", fc->method,
-                          r->url, r->status, (unsigned long long)r->bytes, nf, ns, nfail);
+                          r->url, r->status, (unsigned long long)r->bytes, fc->nf, fc->ns,
+                          fc->nfail);
     tool_call_audit_prepare(call, &row);
-    if (session_edit_commit(ed, &meta, &row, &d, &e) < 0) {
-        ed = NULL; /* freed by commit */
-        goto fail;
+    store_set_nowait(fc->st, 1);
+    rc = session_edit_try_commit(fc->ed, &meta, &row, &d, &e);
+    store_set_nowait(fc->st, 0);
+    buf_release(&command);
+    if (rc < 0 && store_would_block(fc->st)) {
+        if (tool_call_wait_lock(call, save_parked, fc) == 0) {
+            return 1; /* fc->ed kept */
+        }
+        session_edit_abort(fc->ed);
     }
-    ed = NULL;
+    fc->ed = NULL; /* freed by the commit */
+    if (rc < 0) {
+        session_leave(fc->s, SESSION_WRITE);
+        tool_call_set_summary(call, "%s: %s %.160s", tsess_code(&e), fc->method, fc->url);
+        tsess_fail(call, &e);
+        return 0;
+    }
     tool_call_audit_taken(call);
     tool_call_set_checkpoint(call, d.checkpoint_id);
     session_leave(fc->s, SESSION_WRITE);
@@ -512,7 +569,7 @@ save(struct fetch_call *fc, struct fetch_result *r)
     out = cJSON_CreateObject();
     if (out == NULL) {
         tool_call_done_error(call, TOOL_ERR_INTERNAL, "out of memory", NULL);
-        goto out;
+        return 0;
     }
     cJSON_AddNumberToObject(out, "status", (double)r->status);
     cJSON_AddNumberToObject(out, "bytes", (double)r->bytes);
@@ -520,31 +577,93 @@ save(struct fetch_call *fc, struct fetch_result *r)
     cJSON_AddStringToObject(out, "saved_to", lay->main_path);
     cJSON_AddStringToObject(out, "dir", lay->dir);
     cJSON_AddStringToObject(out, "manifest_path", lay->manifest_path);
-    cJSON_AddNumberToObject(out, "assets_fetched", (double)nf);
-    cJSON_AddNumberToObject(out, "assets_skipped", (double)ns);
-    cJSON_AddNumberToObject(out, "assets_failed", (double)nfail);
+    cJSON_AddNumberToObject(out, "assets_fetched", (double)fc->nf);
+    cJSON_AddNumberToObject(out, "assets_skipped", (double)fc->ns);
+    cJSON_AddNumberToObject(out, "assets_failed", (double)fc->nfail);
     cJSON_AddStringToObject(out, "final_url", r->final_url ? r->final_url : r->url);
     cJSON_AddNumberToObject(out, "checkpoint_id", (double)d.checkpoint_id);
     tool_call_done_json(call, out);
-    goto out;
+    return 0;
+}
+
+/* Stages the main file, the fetched assets and manifest.json; commits one checkpoint.
+ * Returns 1 when the commit is parked for the write lock (fc stays), else 0. */
+static int
+save(struct fetch_call *fc, struct fetch_result *r)
+{
+    struct tool_call *call = fc->call;
+    struct session_edit *ed = NULL;
+    struct session_err e;
+    struct err err;
+    struct store_blob_writer *none = NULL; /* an asset with an empty body */
+
+    if (fetch_layout_make(r, &fc->lay, &err) < 0) {
+        session_leave(fc->s, SESSION_WRITE);
+        tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
+        return 0;
+    }
+    if (session_edit_begin(fc->s, &ed, &e) < 0) {
+        goto fail;
+    }
+    if (stage_writer(ed, fc->lay->main_path, &fc->main_w, &e) < 0) {
+        goto fail;
+    }
+    for (size_t i = 0; i < r->n_assets; i++) {
+        const struct fetch_asset *a = &r->assets[i];
+        switch (a->state) {
+        case FETCH_ASSET_FETCHED:
+            fc->nf++;
+            if (i < fc->lay->n_assets && fc->lay->asset_paths[i] != NULL &&
+                stage_writer(ed, fc->lay->asset_paths[i],
+                             i < fc->n_asset_w ? &fc->asset_w[i] : &none, &e) < 0) {
+                goto fail;
+            }
+            break;
+        case FETCH_ASSET_SKIPPED:
+            fc->ns++;
+            break;
+        default:
+            fc->nfail++;
+            break;
+        }
+    }
+    if (session_edit_write(ed, fc->lay->manifest_path, buf_cstr(&fc->lay->manifest),
+                           fc->lay->manifest.len, 0, &e) < 0) {
+        goto fail;
+    }
+    fc->ed = ed;
+    return save_commit(fc);
 fail:
     session_edit_abort(ed);
     session_leave(fc->s, SESSION_WRITE);
     tool_call_set_summary(call, "%s: %s %.160s", tsess_code(&e), fc->method, fc->url);
     tsess_fail(call, &e);
-out:
-    fetch_layout_free(lay);
-    buf_release(&command);
+    return 0;
 }
 
-static void
-fetch_done(void *ud, struct fetch_result *r)
+/* 1 if a writer's thread gave up storing its row: the write lock was held throughout. */
+static int
+writers_bg_busy(struct fetch_call *fc)
 {
-    struct fetch_call *fc = ud;
-    struct tool_call *call = fc->call;
+    if (fc->main_w != NULL && store_blob_writer_bg_busy(fc->main_w)) {
+        return 1;
+    }
+    for (size_t i = 0; i < fc->n_asset_w; i++) {
+        if (fc->asset_w[i] != NULL && store_blob_writer_bg_busy(fc->asset_w[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
-    fc->f = NULL;
-    tool_call_on_cancel(call, NULL, NULL);
+/* The fetch has ended and every writer's thread is done: answer the call. */
+static void
+fetch_finish(struct fetch_call *fc)
+{
+    struct tool_call *call = fc->call;
+    struct fetch_result *r = fc->res;
+
+    fc->finishing = 1;
     audit_hops(fc, r);
     if (r->outcome == FETCH_CANCELLED || tool_call_cancelled(call)) {
         session_leave(fc->s, SESSION_WRITE);
@@ -560,11 +679,95 @@ fetch_done(void *ud, struct fetch_result *r)
     } else if (r->outcome != FETCH_OK) {
         session_leave(fc->s, SESSION_WRITE);
         fail_fetch(fc, r);
+    } else if (writers_bg_busy(fc)) {
+        /* The body's row waited the whole busy timeout on the writer's thread: fail once
+         * now rather than wait a second time for the checkpoint's commit. */
+        session_leave(fc->s, SESSION_WRITE);
+        tool_call_set_summary(call, "database locked: %s %.160s", fc->method, fc->url);
+        tool_call_done_store_busy(call);
     } else {
-        save(fc, r);
+        if (save(fc, r) == 1) {
+            return; /* parked for the write lock: save_parked goes on */
+        }
     }
-    fetch_result_free(r);
     fc_free(fc);
+}
+
+/* 1 while a writer's thread still drains or stores its row. */
+static int
+writers_busy(struct fetch_call *fc)
+{
+    if (fc->main_w != NULL && store_blob_writer_busy(fc->main_w)) {
+        return 1;
+    }
+    for (size_t i = 0; i < fc->n_asset_w; i++) {
+        if (fc->asset_w[i] != NULL && store_blob_writer_busy(fc->asset_w[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Asks each writer to store its row on its own thread (store_blob_writer_store_bg),
+ * unless the files cannot fit the session's size limit: that commit will fail, and a row
+ * stored ahead of it would stay until gc. */
+static int
+writers_store_bg(struct fetch_call *fc)
+{
+    uint64_t total = fc->main_w != NULL ? store_blob_writer_size(fc->main_w) : 0;
+
+    for (size_t i = 0; i < fc->n_asset_w; i++) {
+        total += fc->asset_w[i] != NULL ? store_blob_writer_size(fc->asset_w[i]) : 0;
+    }
+    if (!session_fits(fc->s, total)) {
+        return 0; /* the commit ends the writers itself (and will refuse the size) */
+    }
+    if (fc->main_w != NULL && store_blob_writer_store_bg(fc->main_w, &fc->werr) < 0) {
+        fc->has_werr = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < fc->n_asset_w; i++) {
+        if (fc->asset_w[i] != NULL && store_blob_writer_store_bg(fc->asset_w[i], &fc->werr) < 0) {
+            fc->has_werr = 1;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* On the loop, from the waker: resume a paused transfer, or go on once the writers are done. */
+static void
+fetch_wake(void *ud)
+{
+    struct fetch_call *fc = ud;
+
+    if (fc->f != NULL) {
+        fetch_resume(fc->f);
+    } else if (fc->res != NULL && !fc->finishing && !writers_busy(fc)) {
+        fetch_finish(fc);
+    }
+}
+
+/*
+ * The transfer ended. A good one first has its writers store their rows on their own
+ * threads (the copy of a big body into the DB and the fsync of its WAL frames), so the
+ * loop only commits the small checkpoint rows; fetch_wake goes on when they are done.
+ */
+static void
+fetch_done(void *ud, struct fetch_result *r)
+{
+    struct fetch_call *fc = ud;
+    struct tool_call *call = fc->call;
+
+    fc->f = NULL;
+    fc->res = r;
+    tool_call_on_cancel(call, NULL, NULL);
+    if (r->outcome == FETCH_OK && !fc->has_werr && !tool_call_cancelled(call)) {
+        if (writers_store_bg(fc) && writers_busy(fc)) {
+            return; /* fetch_wake finishes */
+        }
+    }
+    fetch_finish(fc);
 }
 
 static void
@@ -656,6 +859,12 @@ session_fetch(struct tool_call *call)
     req.asset_sink = asset_sink;
     req.sink_ud = fc;
     fc->st = session_mgr_store(tsess_mgr(call)); /* the store the session commits to */
+    fc->wk = fetch_waker_new(env->loop, fetch_wake, fc, &err);
+    if (fc->wk == NULL) {
+        session_leave(fc->s, SESSION_WRITE);
+        tool_call_done_err(call, NULL, &err);
+        goto out;
+    }
     cb.on_progress = fetch_progress;
     cb.on_done = fetch_done;
     cb.ud = fc;
