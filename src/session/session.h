@@ -315,11 +315,14 @@ int session_edit_commit(struct session_edit *ed, const struct session_commit_met
  * session_edit_commit for a caller that must not wait for the DB's write lock: when the
  * store is in nowait mode and another connection holds the lock, returns -1 with
  * store_would_block set and ed kept as it was (the caller parks, then calls this again
- * or session_edit_abort). Otherwise as session_edit_commit: frees ed.
+ * or session_edit_abort). Otherwise as session_edit_commit: frees ed. in_tx (may be
+ * NULL) runs inside the transaction before the checkpoint is written, so rows the caller
+ * appends there (store_audit_append_soon) commit with it, in one fsync; they are lost
+ * with it if the commit fails.
  */
 int session_edit_try_commit(struct session_edit *ed, const struct session_commit_meta *meta,
-                            struct store_audit *audit, struct session_delta *delta,
-                            struct session_err *e);
+                            struct store_audit *audit, void (*in_tx)(void *ud), void *ud,
+                            struct session_delta *delta, struct session_err *e);
 
 /* Drops a change that will not be committed. NULL is a no-op. */
 void session_edit_abort(struct session_edit *ed);

@@ -369,8 +369,8 @@ session_edit_commit(struct session_edit *ed, const struct session_commit_meta *m
 
 int
 session_edit_try_commit(struct session_edit *ed, const struct session_commit_meta *meta,
-                        struct store_audit *audit, struct session_delta *delta,
-                        struct session_err *e)
+                        struct store_audit *audit, void (*in_tx)(void *ud), void *ud,
+                        struct session_delta *delta, struct session_err *e)
 {
     struct store *st = ed->s->mgr->st;
     int rc;
@@ -382,6 +382,9 @@ session_edit_try_commit(struct session_edit *ed, const struct session_commit_met
             session_edit_abort(ed);
         }
         return -1;
+    }
+    if (in_tx != NULL) {
+        in_tx(ud);
     }
     rc = commit_manifest(ed->s, ed->next, ed->v, ed->n, meta, audit, delta, 1, e);
     ed->next = NULL;

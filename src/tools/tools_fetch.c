@@ -489,6 +489,15 @@ fail_fetch(struct fetch_call *fc, const struct fetch_result *r)
 
 static int save_commit(struct fetch_call *fc);
 
+/* Inside the checkpoint's transaction: the hop rows go into it. */
+static void
+hops_in_tx(void *ud)
+{
+    struct fetch_call *fc = ud;
+
+    audit_hops(fc, fc->res);
+}
+
 /* The commit was parked for the write lock: try again, or give up (nothing is saved). */
 static void
 save_parked(struct tool_call *call, void *arg, int status)
@@ -504,6 +513,7 @@ save_parked(struct tool_call *call, void *arg, int status)
     session_edit_abort(fc->ed);
     fc->ed = NULL;
     session_leave(fc->s, SESSION_WRITE);
+    audit_hops(fc, fc->res);
     if (status == TOOL_LOCK_TIMEOUT) {
         tool_call_set_summary(call, "database locked: %s %.160s", fc->method, fc->url);
         tool_call_done_store_busy(call);
@@ -546,7 +556,7 @@ save_commit(struct fetch_call *fc)
                           fc->nfail);
     tool_call_audit_prepare(call, &row);
     store_set_nowait(fc->st, 1);
-    rc = session_edit_try_commit(fc->ed, &meta, &row, &d, &e);
+    rc = session_edit_try_commit(fc->ed, &meta, &row, hops_in_tx, fc, &d, &e);
     store_set_nowait(fc->st, 0);
     buf_release(&command);
     if (rc < 0 && store_would_block(fc->st)) {
@@ -558,6 +568,7 @@ save_commit(struct fetch_call *fc)
     fc->ed = NULL; /* freed by the commit */
     if (rc < 0) {
         session_leave(fc->s, SESSION_WRITE);
+        audit_hops(fc, r); /* rolled back with the checkpoint: written on their own */
         tool_call_set_summary(call, "%s: %s %.160s", tsess_code(&e), fc->method, fc->url);
         tsess_fail(call, &e);
         return 0;
@@ -599,6 +610,7 @@ save(struct fetch_call *fc, struct fetch_result *r)
 
     if (fetch_layout_make(r, &fc->lay, &err) < 0) {
         session_leave(fc->s, SESSION_WRITE);
+        audit_hops(fc, r);
         tool_call_done_err(call, TOOL_ERR_INTERNAL, &err);
         return 0;
     }
@@ -636,6 +648,7 @@ save(struct fetch_call *fc, struct fetch_result *r)
 fail:
     session_edit_abort(ed);
     session_leave(fc->s, SESSION_WRITE);
+    audit_hops(fc, r);
     tool_call_set_summary(call, "%s: %s %.160s", tsess_code(&e), fc->method, fc->url);
     tsess_fail(call, &e);
     return 0;
@@ -664,6 +677,15 @@ fetch_finish(struct fetch_call *fc)
     struct fetch_result *r = fc->res;
 
     fc->finishing = 1;
+    if (r->outcome == FETCH_OK && !fc->has_werr && !tool_call_cancelled(call) &&
+        !writers_bg_busy(fc)) {
+        /* The hop rows commit with the checkpoint (save_commit), in one transaction. */
+        if (save(fc, r) == 1) {
+            return; /* parked for the write lock: save_parked goes on */
+        }
+        fc_free(fc);
+        return;
+    }
     audit_hops(fc, r);
     if (r->outcome == FETCH_CANCELLED || tool_call_cancelled(call)) {
         session_leave(fc->s, SESSION_WRITE);
@@ -679,16 +701,12 @@ fetch_finish(struct fetch_call *fc)
     } else if (r->outcome != FETCH_OK) {
         session_leave(fc->s, SESSION_WRITE);
         fail_fetch(fc, r);
-    } else if (writers_bg_busy(fc)) {
+    } else {
         /* The body's row waited the whole busy timeout on the writer's thread: fail once
          * now rather than wait a second time for the checkpoint's commit. */
         session_leave(fc->s, SESSION_WRITE);
         tool_call_set_summary(call, "database locked: %s %.160s", fc->method, fc->url);
         tool_call_done_store_busy(call);
-    } else {
-        if (save(fc, r) == 1) {
-            return; /* parked for the write lock: save_parked goes on */
-        }
     }
     fc_free(fc);
 }

@@ -113,6 +113,7 @@ async function pingWhileLocked(path, body, sha) {
   assertEq(r.json.bytes, body.length, 'bytes');
   assertEq(sqlite(db, `select count(*) as n from blobs where hash = x'${sha}'`)[0].n, 1, 'the body stored once');
   assertEq(sqlite(db, `select count(*) as n from checkpoints where session_id = '${sid}'`)[0].n, 2, 'checkpoints');
+  assertEq(sqlite(db, `select count(*) as n from audit_log where tool = 'session_fetch_hop' and session_id = '${sid}'`)[0].n, 1, 'the hop row, committed with the checkpoint');
   assert(!/error|warn/.test(daemon.stderr), `stderr: ${daemon.stderr}`);
 }
 
@@ -140,6 +141,9 @@ await R.run('a big fetch whose body cannot be stored within the busy timeout fai
     assertEq(sqlite(db, `select count(*) as n from checkpoints where session_id = '${sid}'`)[0].n, 1, 'no checkpoint');
     const st = await d.call('get_session_state', { description: 's', session_id: sid });
     assert(!st.error, `session usable after store_busy: ${JSON.stringify(st.error)}`);
+    // The hop row was queued while the lock was held; a later call's row is written
+    // after the queued ones, in the same transaction.
+    assertEq(sqlite(db, `select count(*) as n from audit_log where tool = 'session_fetch_hop' and session_id = '${sid}'`)[0].n, 1, 'the hop row');
   } finally {
     await d.client.close();
   }
