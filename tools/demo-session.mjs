@@ -9,7 +9,6 @@
 //
 //   sqlite3 /tmp/demo.db "select time, tool, outcome, summary from audit_log"
 //
-// Later issues extend the script with create_session, writes and session_bash.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { dirname, join, resolve } from 'node:path';
