@@ -405,12 +405,20 @@ static void
 audit_line(const struct store_audit_entry *e)
 {
     char iso[32];
+    const char *code = e->error_code;
+    const char *sum = e->summary ? e->summary : "";
+    size_t n = code ? strlen(code) : 0;
 
+    /* A denial's summary already starts with its code ("fetch_denied: host ..."): the
+     * code is shown once. */
+    if (code != NULL && strncmp(sum, code, n) == 0 && strncmp(sum + n, ": ", 2) == 0) {
+        code = NULL;
+    }
     time_format_iso(e->time_ms, iso, sizeof(iso));
     printf("%-6lld %-24s %-9s %-10s %-24s %s%s%s\n", (long long)e->id, iso,
            admin_text(e->outcome ? e->outcome : ""), admin_text(e->session_id),
-           admin_text(e->tool ? e->tool : ""), admin_text(e->error_code ? e->error_code : ""),
-           e->error_code ? ": " : "", admin_text(e->summary ? e->summary : ""));
+           admin_text(e->tool ? e->tool : ""), admin_text(code ? code : ""), code ? ": " : "",
+           admin_text(sum));
 }
 
 /* Prints rows; in follow mode (or with --json and follow) one JSON object per line. */
