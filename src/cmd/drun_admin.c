@@ -41,6 +41,8 @@ static const char USAGE[] =
     "  sessions list [--all]     open sessions (--all: closed ones too)\n"
     "  sessions show ID          one session and its checkpoints\n"
     "  sessions close ID         close a session (refused while a live drun-mcp holds it)\n"
+    "  sessions close --idle [DURATION]\n"
+    "                            close sessions idle longer than DURATION (default 1h)\n"
     "  snapshot list             snapshots in the database\n"
     "  snapshot show NAME        one snapshot and its checkpoints\n"
     "  snapshot create ID [--name N] [--description D]\n"

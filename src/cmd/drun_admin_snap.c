@@ -274,6 +274,129 @@ sessions_close(const struct admin *a, const char *id)
     return 0;
 }
 
+/* "90", "90s", "30m", "2h", "1d": seconds, or -1. */
+static long long
+parse_duration(const char *s)
+{
+    char *end = NULL;
+    long long v, mul = 1;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0) {
+        return -1;
+    }
+    if (*end != '\0') {
+        if (end[1] != '\0') {
+            return -1;
+        }
+        switch (*end) {
+        case 's':
+            mul = 1;
+            break;
+        case 'm':
+            mul = 60;
+            break;
+        case 'h':
+            mul = 3600;
+            break;
+        case 'd':
+            mul = 86400;
+            break;
+        default:
+            return -1;
+        }
+    }
+    if (v > 366LL * 86400 / mul) {
+        return -1;
+    }
+    return v * mul;
+}
+
+/*
+ * `sessions close --idle [DURATION]`: closes every open session whose last activity is
+ * older than DURATION (default 1h), as the idle reaper does (one conditional UPDATE per
+ * session and a `reap` audit row), except those a live drun-mcp holds: that process
+ * reaps them itself. Prints each session it closed.
+ */
+static int
+sessions_close_idle(const struct admin *a, long long secs)
+{
+    struct store *st = NULL;
+    struct store_idle *list = NULL;
+    size_t n = 0;
+    struct err err;
+    int64_t now = time_now_ms();
+    cJSON *closed = NULL, *held = NULL;
+    int rc = admin_open_db(a, 1, &st);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (store_session_idle_list(st, now - secs * 1000, &list, &n, &err) < 0) {
+        store_close(st);
+        return admin_fail(&err);
+    }
+    closed = cJSON_CreateArray();
+    held = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        struct store_idle *c = &list[i];
+        struct store_audit row;
+        char summary[160];
+        int won = 0;
+        struct store_reap r = {c->id, now - secs * 1000, now, c->owner_pid, c->owner_start, NULL,
+                               &row};
+
+        if (c->owner_pid > 0 && proc_alive(c->owner_pid, c->owner_start)) {
+            cJSON_AddItemToArray(held, cJSON_CreateString(c->id));
+            if (!a->json) {
+                printf("left %s open: held by the drun-mcp process %d\n", c->id, (int)c->owner_pid);
+            }
+            continue;
+        }
+        snprintf(summary, sizeof(summary),
+                 "drun-admin closed idle session %s (idle %llds, limit %llds)", c->id,
+                 (long long)((now - c->last_active_ms) / 1000), secs);
+        memset(&row, 0, sizeof(row));
+        row.pid = getpid();
+        row.kind = "event";
+        row.client_name = "drun-admin";
+        row.session_id = c->id;
+        row.tool = "reap";
+        row.summary = summary;
+        row.outcome = "ok";
+        row.checkpoint_id = -1;
+        if (store_session_reap(st, &r, &won, &err) < 0) {
+            mem_free(list);
+            store_close(st);
+            cJSON_Delete(closed);
+            cJSON_Delete(held);
+            return admin_fail(&err);
+        }
+        if (won) {
+            cJSON_AddItemToArray(closed, cJSON_CreateString(c->id));
+            if (!a->json) {
+                printf("closed %s (idle %llds)\n", c->id,
+                       (long long)((now - c->last_active_ms) / 1000));
+            }
+        }
+    }
+    mem_free(list);
+    store_close(st);
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "closed", closed);
+        cJSON_AddItemToObject(o, "held", held);
+        return admin_print_json(o);
+    }
+    if (cJSON_GetArraySize(closed) == 0) {
+        printf("no session idle for %llds\n", secs);
+    }
+    cJSON_Delete(closed);
+    cJSON_Delete(held);
+    return 0;
+}
+
 int
 admin_run_sessions(const struct admin *a, int argc, char **argv)
 {
@@ -282,7 +405,10 @@ admin_run_sessions(const struct admin *a, int argc, char **argv)
             fputs("usage: drun-admin [--db PATH] [--json] sessions COMMAND\n"
                   "  list [--all]  open sessions, oldest first (--all: closed ones too)\n"
                   "  show ID       one session and every checkpoint (hidden ones included)\n"
-                  "  close ID      mark it closed; refused while a live drun-mcp holds it\n",
+                  "  close ID      mark it closed; refused while a live drun-mcp holds it\n"
+                  "  close --idle [DURATION]\n"
+                  "                close every session idle longer than DURATION (90s, 30m,\n"
+                  "                2h, 1d; default 1h) that no live drun-mcp holds\n",
                   stdout);
             return 0;
         }
@@ -295,6 +421,19 @@ admin_run_sessions(const struct admin *a, int argc, char **argv)
             return admin_usage_error("unexpected argument '%s' to 'sessions list'", argv[1]);
         }
         return sessions_list(a, argc == 2);
+    }
+    if (strcmp(argv[0], "close") == 0 && argc >= 2 && strcmp(argv[1], "--idle") == 0) {
+        long long secs = argc >= 3 ? parse_duration(argv[2]) : 3600;
+        if (argc > 3) {
+            return admin_usage_error("unexpected argument '%s' to 'sessions close --idle'",
+                                     argv[3]);
+        }
+        if (secs < 0) {
+            return admin_usage_error("'%s' is not a duration: give seconds, or a number "
+                                     "followed by s, m, h or d (e.g. 30m)",
+                                     argv[2]);
+        }
+        return sessions_close_idle(a, secs);
     }
     if (strcmp(argv[0], "show") == 0 || strcmp(argv[0], "close") == 0) {
         if (argc != 2) {

@@ -1349,6 +1349,7 @@ mcp_serve(struct tools_env *env, const struct mcp_opts *opts, struct err *err)
     } else {
         start_fs_read(s);
     }
+    tools_reaper_start(env);
     log_info("serving MCP on stdio (%zu tools)", tools_count());
     uv_run(&s->loop, UV_RUN_DEFAULT);
 

@@ -28,11 +28,17 @@
  * marks its range dropped and re-parents the next live checkpoint. Nothing is ever
  * renumbered, so labels and fork parents stay valid.
  *
- * Idleness is checked at call time (there is no reaper timer) and counts from the end
- * of the session's last call: a mutation on a session idle longer than limits.idle_secs
- * fails with SESSION_E_IDLE; reads, fork, switch,
- * close, list and tree keep working (reference section 14 item 8, the documented
- * intent). session_reattach() (used by session_switch) restarts the idle clock.
+ * Idleness counts from the end of the session's last call: a mutation on a session idle
+ * longer than limits.idle_secs fails with SESSION_E_IDLE; reads, fork, switch, close,
+ * list and tree keep working (reference section 14 item 8, the documented intent).
+ * session_reattach() (used by session_switch) restarts the idle clock. The idle reaper
+ * (tools layer, on a timer) closes idle sessions: session_mgr_heartbeat() keeps the DB's
+ * heartbeat and last_active_ms of the sessions held here current, session_idle_ms()
+ * says which attached sessions are idle, and session_forget() drops one it closed.
+ *
+ * Views. A session another live process holds cannot be attached, but it can be read:
+ * session_view() builds a read-only view from the DB (head from the sessions row, its
+ * manifest and live ids), without claiming it and without a workspace.
  *
  * Errors. Functions fill a struct session_err: `kind` says which drun error it is (the
  * tools layer maps kinds to the reference's error codes), `base` holds the generic code
@@ -184,6 +190,54 @@ int session_close(struct session_mgr *m, struct session *s, struct session_err *
 
 /* Releases the claim and frees s (the session stays open in the DB). */
 void session_detach(struct session_mgr *m, struct session *s);
+
+/*
+ * A read-only view of open session `id` as the DB has it (head, head manifest, live
+ * ids), for reading a session another process holds: not claimed, no workspace, never
+ * a sandbox. Enter it with SESSION_READ only. Each call reloads it (unless a read is in
+ * flight on it); it is borrowed until the next session_view of the same id or
+ * session_mgr_free. SESSION_E_NOT_FOUND as session_attach.
+ */
+int session_view(struct session_mgr *m, const char *id, struct session **out,
+                 struct session_err *e);
+
+/* 1 for a view made by session_view. */
+int session_is_view(const struct session *s);
+
+/* ---- the idle reaper's helpers ------------------------------------------------------- */
+
+/* Our claim's start time (with session_mgr_pid, the owner the DB records). */
+int64_t session_mgr_start(const struct session_mgr *m);
+
+/* Attached sessions, in no particular order: first, then next (NULL at the end). */
+struct session *session_mgr_first(const struct session_mgr *m);
+struct session *session_next(const struct session *s);
+
+/*
+ * Refreshes the heartbeat of every session held here, and writes each one's last
+ * activity (the end of its last call, or now while a call is in flight) to
+ * last_active_ms when it changed, so another process can reap it once we are gone.
+ * Attached sessions the DB no longer gives to us (closed or taken by another process)
+ * are dropped. Honours the store's nowait mode (ERR_BUSY: try again later).
+ */
+int session_mgr_heartbeat(struct session_mgr *m, struct err *err);
+
+/*
+ * Calls fn(arg) on the loop after first_ms, then again after as many milliseconds as
+ * fn returns (<= 0: no more). The timer never keeps the loop alive by itself. One per
+ * manager; session_timer_stop() stops it (before the loop's handles are closed).
+ */
+typedef int64_t (*session_tick_fn)(void *arg);
+int session_timer_start(struct session_mgr *m, void *loop, int64_t first_ms, session_tick_fn fn,
+                        void *arg);
+void session_timer_stop(struct session_mgr *m);
+
+/* Milliseconds since s's last call ended, or -1 while it is in use (a call in flight). */
+int64_t session_idle_ms(const struct session *s);
+
+/* Drops s without touching the DB (the reaper closed it there): its workspace directory
+ * and any prepared sandbox are freed. */
+void session_forget(struct session_mgr *m, struct session *s);
 
 /* ---- the attached session ------------------------------------------------------------ */
 

@@ -23,6 +23,8 @@ struct session {
     int dir_trusted;      /* 0: the next prepare must fully re-sync */
     void *warm;           /* the next command's prepared sandbox (session_exec_warm_put) */
     void (*warm_free)(void *);
+    int64_t synced_ms; /* the last_active_ms last written to the DB (session_mgr_heartbeat) */
+    int view;          /* a read-only view of a session another process holds */
 };
 
 struct session_mgr {
@@ -36,6 +38,8 @@ struct session_mgr {
     struct ws_blobs blobs;
     struct session *list;
     size_t n;
+    struct session *views;          /* read-only views (session_view), not attached */
+    struct session_timer *timer;    /* session_timer_start's, or NULL */
     struct session_lockstate *lock; /* the write-lock waiters (session_lock.c), or NULL */
 };
 

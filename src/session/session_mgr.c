@@ -188,6 +188,12 @@ session_detach(struct session_mgr *m, struct session *s)
         return;
     }
     unlink_session(m, s);
+    /* Leave the end of its last call in the DB: another process reaps it by that. */
+    if (s->active == 0 && !s->busy && s->readers == 0 &&
+        store_session_set_active(m->st, s->id, m->pid, m->start,
+                                 time_now_ms() - (time_mono_ms() - s->last_mono_ms), &err) < 0) {
+        log_warn("cannot record the last activity of session '%s': %s", s->id, err.msg);
+    }
     if (store_session_release_claim(m->st, s->id, m->pid, m->start, &err) < 0) {
         log_warn("cannot release session '%s': %s", s->id, err.msg);
     }
@@ -202,8 +208,14 @@ session_mgr_free(struct session_mgr *m)
         return;
     }
     sess_lock_free(m);
+    session_timer_stop(m);
     while (m->list != NULL) {
         session_detach(m, m->list);
+    }
+    while (m->views != NULL) {
+        struct session *v = m->views;
+        m->views = v->next;
+        sess_free(v, 0);
     }
     if (m->runtime != NULL) {
         /* Every workspace in it is gone with its session: the directory goes too. */
@@ -508,6 +520,7 @@ attach_loaded(struct session_mgr *m, const char *id, int64_t head, struct sessio
     snprintf(s->id, sizeof(s->id), "%s", id);
     s->head = head;
     s->last_mono_ms = time_mono_ms();
+    s->synced_ms = time_now_ms(); /* the claim wrote last_active_ms */
     if (session_load_manifest(m, id, head, &s->manifest, e) < 0 || sess_load_live(s, e) < 0) {
         sess_free(s, 0);
         return -1;
@@ -580,6 +593,173 @@ session_reattach(struct session_mgr *m, const char *id, struct session **out, st
     }
     (*out)->last_mono_ms = time_mono_ms();
     return 0;
+}
+
+int
+session_view(struct session_mgr *m, const char *id, struct session **out, struct session_err *e)
+{
+    struct store_session ss;
+    struct session **p, *v;
+    struct err err;
+    int64_t head;
+
+    *out = NULL;
+    for (p = &m->views; *p != NULL; p = &(*p)->next) {
+        if (strcmp((*p)->id, id) == 0) {
+            break;
+        }
+    }
+    if (*p != NULL && (*p)->readers > 0) {
+        *out = *p; /* a read is in flight on it: keep what it sees */
+        return 0;
+    }
+    if (store_session_get(m->st, id, &ss, &err) < 0) {
+        if (err.code == ERR_NOTFOUND) {
+            return session_fail(e, SESSION_E_NOT_FOUND, ERR_NOTFOUND,
+                                "session '%.64s' not found; call session_list to see open "
+                                "sessions",
+                                id);
+        }
+        return session_fail_err(e, SESSION_E_OTHER, &err);
+    }
+    head = ss.head;
+    if (ss.state != STORE_SESSION_OPEN) {
+        store_session_release(&ss);
+        return session_fail(e, SESSION_E_NOT_FOUND, ERR_NOTFOUND,
+                            "session '%s' not found: it was closed; create_session or fork "
+                            "another",
+                            id);
+    }
+    store_session_release(&ss);
+    if ((v = mem_calloc(1, sizeof(*v))) == NULL) {
+        return session_fail(e, SESSION_E_OTHER, ERR_NOMEM, "out of memory");
+    }
+    v->mgr = m;
+    v->view = 1;
+    snprintf(v->id, sizeof(v->id), "%s", id);
+    v->head = head;
+    v->last_mono_ms = time_mono_ms();
+    if (session_load_manifest(m, id, head, &v->manifest, e) < 0 || sess_load_live(v, e) < 0) {
+        sess_free(v, 0);
+        return -1;
+    }
+    if (*p != NULL) { /* replace the old view of this session */
+        struct session *old = *p;
+        v->next = old->next;
+        *p = v;
+        sess_free(old, 0);
+    } else {
+        v->next = m->views;
+        m->views = v;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+session_is_view(const struct session *s)
+{
+    return s->view;
+}
+
+int64_t
+session_mgr_start(const struct session_mgr *m)
+{
+    return m->start;
+}
+
+struct session *
+session_mgr_first(const struct session_mgr *m)
+{
+    return m->list;
+}
+
+struct session *
+session_next(const struct session *s)
+{
+    return s->next;
+}
+
+int64_t
+session_idle_ms(const struct session *s)
+{
+    if (s->busy || s->readers > 0 || s->active > 0) {
+        return -1;
+    }
+    return time_mono_ms() - s->last_mono_ms;
+}
+
+void
+session_forget(struct session_mgr *m, struct session *s)
+{
+    unlink_session(m, s);
+    sess_free(s, 1);
+}
+
+int
+session_mgr_heartbeat(struct session_mgr *m, struct err *err)
+{
+    int64_t now = time_now_ms(), mono = time_mono_ms();
+    int held = 0;
+    struct session *s, *next;
+
+    if (m->n == 0) {
+        return 0;
+    }
+    if (store_begin(m->st, err) < 0) {
+        return -1;
+    }
+    if (store_session_heartbeat(m->st, m->pid, m->start, &held, err) < 0) {
+        goto fail;
+    }
+    for (s = m->list; s != NULL; s = s->next) {
+        int64_t at = session_idle_ms(s) < 0 ? now : now - (mono - s->last_mono_ms);
+        /* Within a second is the same time: the two clocks drift by milliseconds. */
+        if (at - s->synced_ms >= 1000 || s->synced_ms - at >= 1000) {
+            if (store_session_set_active(m->st, s->id, m->pid, m->start, at, err) < 0) {
+                goto fail;
+            }
+        }
+    }
+    if (store_commit(m->st, err) < 0) {
+        return -1;
+    }
+    for (s = m->list; s != NULL; s = s->next) {
+        int64_t at = session_idle_ms(s) < 0 ? now : now - (mono - s->last_mono_ms);
+        if (at - s->synced_ms >= 1000 || s->synced_ms - at >= 1000) {
+            s->synced_ms = at;
+        }
+    }
+    if ((size_t)held == m->n) {
+        return 0;
+    }
+    /* Some session is no longer ours in the DB (closed from outside, or taken over
+     * after our heartbeat went stale): drop it here, unless a call is using it. */
+    for (s = m->list; s != NULL; s = next) {
+        struct store_session ss;
+        struct err gerr;
+        int ours;
+
+        next = s->next;
+        if (store_session_get(m->st, s->id, &ss, &gerr) < 0) {
+            ours = gerr.code != ERR_NOTFOUND;
+        } else {
+            ours = ss.state == STORE_SESSION_OPEN && ss.owner_pid == m->pid &&
+                   ss.owner_start == m->start;
+            store_session_release(&ss);
+        }
+        if (!ours && session_idle_ms(s) >= 0) {
+            log_info("session '%s' is no longer held here (closed or taken over in the "
+                     "database); dropped it",
+                     s->id);
+            session_forget(m, s);
+        }
+    }
+    return 0;
+
+fail:
+    store_rollback(m->st);
+    return -1;
 }
 
 /*
@@ -773,6 +953,12 @@ session_enter(struct session *s, int mode, struct session_err *e)
     /* A session with a call in flight is in use, however long that call runs. */
     int is_idle = limit > 0 && s->active == 0 && idle > limit;
 
+    if (s->view && mode != SESSION_READ) {
+        return session_fail(e, SESSION_E_BUSY, ERR_BUSY,
+                            "session '%s' is held by another drun process; only reads are "
+                            "answered here",
+                            s->id);
+    }
     if (s->busy || (mode == SESSION_WRITE && s->readers > 0)) {
         return session_fail(e, SESSION_E_BUSY, ERR_BUSY,
                             "session '%s' is currently executing; wait for it to complete and "

@@ -369,8 +369,47 @@ int store_session_claim(struct store *st, const char *id, pid_t pid, int64_t sta
 int store_session_release_claim(struct store *st, const char *id, pid_t pid, int64_t start,
                                 struct err *err);
 
-/* Refreshes heartbeat_ms and last_active_ms for every session this process holds. */
-int store_session_heartbeat(struct store *st, pid_t pid, int64_t start, struct err *err);
+/* Refreshes heartbeat_ms for every open session this process holds; *held (may be
+ * NULL) gets how many that is. */
+int store_session_heartbeat(struct store *st, pid_t pid, int64_t start, int *held, struct err *err);
+
+/* Records when a session we hold was last in use (the end of its last call), so that
+ * another process can tell its idleness once we are gone. */
+int store_session_set_active(struct store *st, const char *id, pid_t pid, int64_t start,
+                             int64_t active_ms, struct err *err);
+
+/* An open session whose stored activity is older than a cut-off (the idle reaper). */
+struct store_idle {
+    char id[STORE_SESSION_ID_LEN + 1];
+    pid_t owner_pid; /* 0 if none */
+    int64_t owner_start;
+    int64_t heartbeat_ms;
+    int64_t last_active_ms;
+};
+/* Open sessions with last_active_ms < before_ms, oldest first; free *out with mem_free. */
+int store_session_idle_list(struct store *st, int64_t before_ms, struct store_idle **out, size_t *n,
+                            struct err *err);
+
+/*
+ * Closes an idle session in one conditional UPDATE, so that of several processes
+ * sharing the DB exactly one wins (*won = 1). It closes when the session is open and
+ * either (owner_pid, owner_start) holds it (owner_pid 0: no such clause; pass our own
+ * identity for a session we hold, or a holder found dead), or its last_active_ms is
+ * before idle_before_ms and no process holds it with a heartbeat at or after
+ * stale_before_ms. The winner then takes the snapshot (when named) and writes the
+ * audit row (when given) in the same transaction; if either fails, the session stays
+ * open and nothing is written.
+ */
+struct store_reap {
+    const char *id;
+    int64_t idle_before_ms;
+    int64_t stale_before_ms;
+    pid_t owner_pid;
+    int64_t owner_start;
+    const char *snapshot;    /* NULL: no snapshot; else the snapshot's name */
+    struct store_audit *row; /* the `reap` row; may be NULL */
+};
+int store_session_reap(struct store *st, const struct store_reap *r, int *won, struct err *err);
 
 int store_session_set_label(struct store *st, const char *id, const char *label, struct err *err);
 int store_session_set_head(struct store *st, const char *id, int64_t head, struct err *err);

@@ -42,8 +42,24 @@ static const char SQL_OWNER_CLEAR[] =
     "UPDATE sessions SET owner_pid = NULL, owner_start = NULL WHERE id = ?1 AND owner_pid = ?2 "
     "AND owner_start = ?3";
 static const char SQL_HEARTBEAT[] =
-    "UPDATE sessions SET heartbeat_ms = ?3, last_active_ms = ?3 WHERE owner_pid = ?1 AND "
-    "owner_start = ?2 AND state = 0";
+    "UPDATE sessions SET heartbeat_ms = ?3 WHERE owner_pid = ?1 AND owner_start = ?2 AND "
+    "state = 0";
+static const char SQL_SET_ACTIVE[] =
+    "UPDATE sessions SET last_active_ms = ?4 WHERE id = ?1 AND owner_pid = ?2 AND "
+    "owner_start = ?3 AND state = 0";
+/* The reaper's candidates: open sessions whose stored activity is older than ?1 (the
+ * state index narrows it to open sessions). */
+static const char SQL_IDLE_LIST[] =
+    "SELECT id, owner_pid, owner_start, heartbeat_ms, last_active_ms FROM sessions "
+    "WHERE state = 0 AND last_active_ms < ?1 ORDER BY last_active_ms, id";
+/* The reaper's close: one conditional UPDATE, so of several processes only one wins.
+ * Either the named owner (ourselves, or a holder seen dead) still holds it, or it is
+ * idle in the DB and no process holds it with a fresh heartbeat. */
+static const char SQL_REAP[] =
+    "UPDATE sessions SET state = 1, closed_ms = ?6, owner_pid = NULL, owner_start = NULL "
+    "WHERE id = ?1 AND state = 0 AND ((?4 <> 0 AND owner_pid = ?4 AND owner_start = ?5) OR "
+    "(last_active_ms < ?2 AND (owner_pid IS NULL OR heartbeat_ms IS NULL OR "
+    "heartbeat_ms < ?3)))";
 static const char SQL_SET_LABEL[] = "UPDATE sessions SET label = ?2 WHERE id = ?1";
 static const char SQL_SET_HEAD[] =
     "UPDATE sessions SET head = ?2, last_active_ms = ?3 WHERE id = ?1 AND EXISTS "
@@ -430,7 +446,7 @@ store_session_release_claim(struct store *st, const char *id, pid_t pid, int64_t
 }
 
 int
-store_session_heartbeat(struct store *st, pid_t pid, int64_t start, struct err *err)
+store_session_heartbeat(struct store *st, pid_t pid, int64_t start, int *held, struct err *err)
 {
     sqlite3_stmt *s = store_stmt(st, SQL_HEARTBEAT, err);
 
@@ -440,7 +456,123 @@ store_session_heartbeat(struct store *st, pid_t pid, int64_t start, struct err *
     sqlite3_bind_int64(s, 1, pid);
     sqlite3_bind_int64(s, 2, start);
     sqlite3_bind_int64(s, 3, time_now_ms());
-    return run_update(st, s, "refresh heartbeats", 0, "", err);
+    if (run_update(st, s, "refresh heartbeats", 0, "", err) < 0) {
+        return -1;
+    }
+    if (held != NULL) {
+        *held = sqlite3_changes(st->db);
+    }
+    return 0;
+}
+
+int
+store_session_set_active(struct store *st, const char *id, pid_t pid, int64_t start,
+                         int64_t active_ms, struct err *err)
+{
+    sqlite3_stmt *s;
+
+    if (check_id(id, err) < 0 || (s = store_stmt(st, SQL_SET_ACTIVE, err)) == NULL) {
+        return -1;
+    }
+    store_bind_text(s, 1, id);
+    sqlite3_bind_int64(s, 2, pid);
+    sqlite3_bind_int64(s, 3, start);
+    sqlite3_bind_int64(s, 4, active_ms);
+    return run_update(st, s, "record a session's activity", 0, id, err);
+}
+
+int
+store_session_idle_list(struct store *st, int64_t before_ms, struct store_idle **out, size_t *n,
+                        struct err *err)
+{
+    sqlite3_stmt *s = store_stmt(st, SQL_IDLE_LIST, err);
+    struct store_idle *v = NULL;
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if (s == NULL) {
+        return -1;
+    }
+    sqlite3_bind_int64(s, 1, before_ms);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            struct store_idle *nv = mem_realloc(v, ncap * sizeof(*nv));
+            if (nv == NULL) {
+                sqlite3_reset(s);
+                mem_free(v);
+                return err_set(err, ERR_NOMEM, "out of memory");
+            }
+            v = nv;
+            cap = ncap;
+        }
+        struct store_idle *c = &v[(*n)++];
+        const unsigned char *id = sqlite3_column_text(s, 0);
+        snprintf(c->id, sizeof(c->id), "%s", id ? (const char *)id : "");
+        c->owner_pid = (pid_t)sqlite3_column_int64(s, 1);
+        c->owner_start = sqlite3_column_int64(s, 2);
+        c->heartbeat_ms = sqlite3_column_int64(s, 3);
+        c->last_active_ms = sqlite3_column_int64(s, 4);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        mem_free(v);
+        *n = 0;
+        return store_sqlerr(st, rc, "list idle sessions", err);
+    }
+    *out = v;
+    return 0;
+}
+
+int
+store_session_reap(struct store *st, const struct store_reap *r, int *won, struct err *err)
+{
+    sqlite3_stmt *s;
+    int own = !st->in_bracket, rc;
+
+    *won = 0;
+    if (check_id(r->id, err) < 0 || (s = store_stmt(st, SQL_REAP, err)) == NULL) {
+        return -1;
+    }
+    /* A bracket of our own, so the snapshot and the audit row join this transaction. */
+    if (own && store_begin(st, err) < 0) {
+        return -1;
+    }
+    store_bind_text(s, 1, r->id);
+    sqlite3_bind_int64(s, 2, r->idle_before_ms);
+    sqlite3_bind_int64(s, 3, r->stale_before_ms);
+    sqlite3_bind_int64(s, 4, r->owner_pid);
+    sqlite3_bind_int64(s, 5, r->owner_start);
+    sqlite3_bind_int64(s, 6, time_now_ms());
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    rc = rc == SQLITE_DONE ? 0 : store_sqlerr(st, rc, "close an idle session", err);
+    if (rc == 0 && sqlite3_changes(st->db) > 0) {
+        /* Only the winner snapshots and audits, in the close's own transaction. */
+        if (r->snapshot != NULL) {
+            rc = store_snapshot_create(st, r->id, r->snapshot, "snapshot_on_close (idle reaper)",
+                                       NULL, err);
+        }
+        if (rc == 0 && r->row != NULL) {
+            rc = store_audit_append(st, r->row, err);
+        }
+        *won = rc == 0;
+    }
+    if (!own) {
+        return rc;
+    }
+    if (rc < 0) {
+        store_rollback(st);
+        *won = 0;
+        return -1;
+    }
+    if (store_commit(st, err) < 0) {
+        *won = 0;
+        return -1;
+    }
+    return 0;
 }
 
 int

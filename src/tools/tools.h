@@ -114,6 +114,14 @@ void tools_call_cancel(struct tool_call *call);
  */
 void tools_shutdown(struct tools_env *env);
 
+/*
+ * Starts the idle reaper on env->loop (tools_reap.c): a timer, unreferenced so it never
+ * keeps the loop alive, that closes sessions idle past session_idle_timeout_secs. The
+ * protocol layer calls it once the loop runs; tools_shutdown() stops it.
+ */
+void tools_reaper_start(struct tools_env *env);
+void tools_reaper_stop(struct tools_env *env);
+
 /* The tool families, each in its own file. */
 extern const struct tool_def tools_config_defs[];
 extern const size_t tools_config_count;

@@ -650,6 +650,7 @@ run_handler(struct tool_call *c)
 void
 tools_shutdown(struct tools_env *env)
 {
+    tools_reaper_stop(env);
     if (env != NULL && env->sessions != NULL) {
         session_lock_shutdown(env->sessions);
     }

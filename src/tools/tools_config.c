@@ -75,7 +75,17 @@ static const char instructions[] =
     "## Picking up someone else's session\n"
     "session_tree shows every session and its checkpoints; session_switch to it, then "
     "session_history, get_session_state and checkpoint_read_stdstreams tell you where it "
-    "stands.\n";
+    "stands.\n"
+    "A session another window (another drun process) is using can still be read without "
+    "switching: pass its session_id to get_session_state, session_history, session_diff, "
+    "session_read_file, session_read_files or checkpoint_read_stdstreams. Changing it "
+    "answers session_busy until that process lets go of it.\n"
+    "\n"
+    "## Idle sessions\n"
+    "A session unused for longer than session_idle_timeout_secs (see get_config) first "
+    "refuses changes (session_idle) and is then closed by drun; its history stays until "
+    "the operator's gc. Afterwards it answers session_not_found: create_session, or "
+    "restore a snapshot of it if one was taken.\n";
 
 static void
 get_system_instructions(struct tool_call *call)

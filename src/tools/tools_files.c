@@ -87,7 +87,7 @@ do_read_file(struct tool_call *call)
     struct buf b;
     cJSON *o = NULL;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }
@@ -155,7 +155,7 @@ do_read_files(struct tool_call *call)
     cJSON *arr = NULL;
     size_t total = 0;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }

@@ -36,7 +36,7 @@ do_history(struct tool_call *call)
     struct session *s;
     struct session_err e;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }
@@ -56,7 +56,7 @@ do_state(struct tool_call *call)
     struct session_err e;
     cJSON *st;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }
@@ -155,7 +155,7 @@ do_diff(struct tool_call *call)
     size_t n_live;
     const int64_t *live;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }
@@ -387,7 +387,7 @@ do_stdstreams(struct tool_call *call)
     int64_t id, bytes;
     int err_stream;
 
-    s = tsess_open(call, SESSION_READ);
+    s = tsess_open_read(call);
     if (s == NULL) {
         return;
     }

@@ -142,8 +142,22 @@ tsess_fail(struct tool_call *call, const struct session_err *e)
     tool_call_done_error(call, tsess_code(e), e->base.msg, d);
 }
 
+static struct session *open_with(struct tool_call *call, int mode, int view_ok);
+
 struct session *
 tsess_open(struct tool_call *call, int mode)
+{
+    return open_with(call, mode, 0);
+}
+
+struct session *
+tsess_open_read(struct tool_call *call)
+{
+    return open_with(call, SESSION_READ, 1);
+}
+
+static struct session *
+open_with(struct tool_call *call, int mode, int view_ok)
 {
     struct session_mgr *m = tsess_mgr(call);
     struct tools_env *env = tool_call_env(call);
@@ -167,8 +181,13 @@ tsess_open(struct tool_call *call, int mode)
     tool_call_set_session(call, id);
     int fresh = session_mgr_find(m, id) == NULL;
     if (session_attach(m, id, &s, &e) < 0) {
-        tsess_fail(call, &e);
-        return NULL;
+        /* Held by another live process: a read is answered from the DB, without taking
+         * the hold and without a workspace or sandbox here. */
+        if (!view_ok || e.kind != SESSION_E_BUSY || session_view(m, id, &s, &e) < 0) {
+            tsess_fail(call, &e);
+            return NULL;
+        }
+        fresh = 0;
     }
     if (fresh) {
         tools_bash_prewarm_soon(env, id); /* just attached: its next sandbox, after this call */

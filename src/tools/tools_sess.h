@@ -55,6 +55,13 @@ struct session_mgr *tsess_mgr(struct tool_call *call);
 struct session *tsess_open(struct tool_call *call, int mode);
 
 /*
+ * tsess_open(call, SESSION_READ) for the read-only tools (state, history, diff, file
+ * reads, stdstreams): a session another live process holds is answered from the DB
+ * through a view (session_view) instead of failing with session_busy.
+ */
+struct session *tsess_open_read(struct tool_call *call);
+
+/*
  * Commits ed as the new checkpoint with its audit row in the same transaction, leaves
  * the session (SESSION_WRITE) and ends the call with SessionState and the deltas, or
  * with the error. ed is consumed.

@@ -407,7 +407,9 @@ await R.run('kill -9, new daemon, session_switch: every acknowledged checkpoint 
   assertEq(list2.find((x) => x.session_id === S1).holder_pid, B.pid, 'holder pid listed');
   const busy = errIs(await cc('session_switch', { session_id: S1 }), 'session_busy', 'second daemon');
   assert(busy.message.includes(String(B.pid)), `message names pid ${B.pid}: ${busy.message}`);
-  errIs(await cc('session_read_file', { session_id: S1, path: 'k4', ...D }), 'session_busy', 'explicit handle too');
+  // A read of the held session is answered from the DB; a mutation still needs the hold.
+  assertEq(ok(await cc('session_read_file', { session_id: S1, path: 'k4', ...D }), 'read held').text, '4', 'read held');
+  errIs(await cc('session_write_files', { session_id: S1, entries: [{ path: 'z', content: 'z' }], ...D }), 'session_busy', 'explicit handle too');
   // Once B exits cleanly it releases its claim, and C can attach.
   await B.client.close();
   ok(await cc('session_switch', { session_id: S1 }), 'C takes over after B exits');

@@ -581,7 +581,7 @@ TEST(session_lifecycle)
     CHECK_OK(store_chat_append(st, s.id, "again", "ok", &err), &err);
     CHECK_OK(store_session_count_open(st, &count, &err), &err);
     CHECK_EQ_INT(count, 1);
-    CHECK_OK(store_session_heartbeat(st, getpid(), proc_start_time(getpid()), &err), &err);
+    CHECK_OK(store_session_heartbeat(st, getpid(), proc_start_time(getpid()), NULL, &err), &err);
     CHECK_OK(store_session_touch(st, s.id, &err), &err);
     CHECK_OK(store_session_close(st, s.id, &err), &err);
     CHECK_OK(store_session_list(st, 0, &list, &n, &err), &err);
@@ -595,6 +595,49 @@ TEST(session_lifecycle)
     store_session_list_free(list, n);
     CHECK(store_session_claim(st, s.id, getpid(), 1, NULL, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_INVAL);
+    {
+        /* The idle reaper's conditional close: a held session with a fresh heartbeat is
+         * not taken by idleness alone; a stale heartbeat, or naming its holder, is; and
+         * a session is closed only once. */
+        struct store_session r2;
+        struct store_idle *idle = NULL;
+        size_t n_idle = 0;
+        int64_t now = time_now_ms(), start = proc_start_time(getpid());
+        int held = 0, won = 1;
+        struct store_reap fresh = {NULL, now + 1000000, 0, 0, 0, NULL, NULL};
+        struct store_reap stale = {NULL, now + 1000000, now + 1000000, 0, 0, NULL, NULL};
+        struct store_reap named = {NULL, 0, 0, getpid(), start, NULL, NULL};
+
+        new_session(st, &r2);
+        CHECK_OK(store_session_heartbeat(st, getpid(), start, &held, &err), &err);
+        CHECK_EQ_INT(held, 1);
+        CHECK_OK(store_session_set_active(st, r2.id, getpid(), start, now - 5000, &err), &err);
+        CHECK_OK(store_session_idle_list(st, now - 1000, &idle, &n_idle, &err), &err);
+        CHECK_EQ_INT(n_idle, 1);
+        CHECK_EQ_STR(idle[0].id, r2.id);
+        CHECK_EQ_INT(idle[0].last_active_ms, now - 5000);
+        mem_free(idle);
+        fresh.id = stale.id = named.id = r2.id;
+        CHECK_OK(store_session_reap(st, &fresh, &won, &err), &err);
+        CHECK_EQ_INT(won, 0);
+        CHECK_OK(store_session_reap(st, &stale, &won, &err), &err);
+        CHECK_EQ_INT(won, 1);
+        CHECK_OK(store_session_reap(st, &stale, &won, &err), &err);
+        CHECK_EQ_INT(won, 0);
+        CHECK_OK(store_session_reap(st, &named, &won, &err), &err);
+        CHECK_EQ_INT(won, 0);
+        CHECK_OK(store_session_get(st, r2.id, &g, &err), &err);
+        CHECK_EQ_INT(g.state, STORE_SESSION_CLOSED);
+        CHECK_EQ_INT(g.owner_pid, 0);
+        store_session_release(&g);
+        store_session_release(&r2);
+        /* Our own session, named: closed whatever the DB says of its idleness. */
+        new_session(st, &r2);
+        named.id = r2.id;
+        CHECK_OK(store_session_reap(st, &named, &won, &err), &err);
+        CHECK_EQ_INT(won, 1);
+        store_session_release(&r2);
+    }
     store_session_release(&s);
     store_close(st);
     CHECK_EQ_INT(tdb_int(test_path("s.db"), "SELECT max(seq) FROM session_chat"), 1);
