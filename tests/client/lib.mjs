@@ -5,7 +5,7 @@
 // generous enough for a loaded 2-core machine running the ASan build; no test asserts on
 // speed. Tests wait for conditions with waitFor, never for a fixed time.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,6 +70,9 @@ export function assertEq(a, b, what) {
 
 export function makeTmp() {
   const dir = mkdtempSync(join(process.env.TMPDIR || tmpdir(), 'drun-client-'));
+  // Searchable by others: a root daemon's sandboxes run as an unprivileged host user
+  // (65534), which must pass through to workspaces made below it.
+  chmodSync(dir, 0o711);
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
