@@ -24,6 +24,9 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+/* tmpfs keeps a symlink target shorter than this in the inode (SHORT_SYMLINK_LEN). */
+#define WS_BOUND_SHORT_LINK 128
+
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
@@ -111,13 +114,16 @@ ws_bound_need(const struct ws_manifest *m)
 {
     uint64_t need = 0;
 
-    /* tmpfs gives each file and each symlink whole pages; directories cost none. */
+    /* What tmpfs charges against size=, exactly and never more: a file takes whole pages
+     * of its content (an empty one none), a symlink a page only when its target does not
+     * fit in the inode (128 bytes with the NUL), a directory none. An overestimate here
+     * would be a ratchet: the bound grows to fit the head, so files counted but free
+     * (20,000 empty ones) would let the next command write that much RAM. */
     for (size_t i = 0; i < m->n; i++) {
-        if (m->v[i].type != WS_DIR) {
+        if (m->v[i].type == WS_SYMLINK) {
+            need += m->v[i].size >= WS_BOUND_SHORT_LINK ? 4096 : 0;
+        } else if (m->v[i].type != WS_DIR) {
             need += (m->v[i].size + 4095) / 4096 * 4096;
-            if (m->v[i].size == 0 || m->v[i].type == WS_SYMLINK) {
-                need += 4096;
-            }
         }
     }
     return need;
