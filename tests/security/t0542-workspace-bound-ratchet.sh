@@ -6,13 +6,17 @@
 #   - the attack: the tmpfs "grows to fit" the head (what the head's files occupy there).
 #     Empty files take no tmpfs page, but counting each one as a page let a command make
 #     20,000 empty files (0 logical bytes, so the commit is under the limit) and the next
-#     command then found an 8 MiB workspace grown to 80 MiB and wrote 60 MiB of RAM into
+#     command then found an 8 MiB workspace grown to 80 MiB (5,000: 20 MiB) and wrote 60 MiB of RAM into
 #     it (deleting it again before it ended, so the call even succeeded)
 #   - the bound still holds after the empty files: a write past max_workspace_mb + the
 #     slack gets ENOSPC, and the empty files themselves are kept
 #   - the slack ratchet: 1-byte files take a page each, so calls that each filled the
 #     bound's 1 MiB of slack with them (under the logical limit) raised the next bound by
 #     that much, call after call; 8 such calls must leave the filesystem at its bound
+#   - inodes: tmpfs keeps each in about 1 KiB of kernel memory that size= does not count,
+#     and allowed half the machine's RAM pages of them; 300,000 empty files in an 8 MiB
+#     workspace pinned 300 MiB of slab (kept between calls). The mount now allows one per
+#     KiB of its bound, and the head's entries are counted at that price
 #
 # Runs as the current user and, when that is root, again as nobody; each pass cold and
 # warm (DRUN_SANDBOX_WARM=always).
@@ -71,10 +75,10 @@ await srv.initialize();
 const S = (await tool('create_session', {})).body.session_id;
 const MiB = 1024 * 1024;
 
-await check('20,000 empty files are kept (0 logical bytes)', async () => {
-  const r = await tool('session_bash', { command: 'mkdir e && cd e && seq -f f%g 20000 | xargs touch && ls | wc -l',
+await check('5,000 empty files are kept (0 logical bytes)', async () => {
+  const r = await tool('session_bash', { command: 'mkdir e && cd e && seq -f f%g 5000 | xargs touch && ls | wc -l',
     description: 'empties', session_id: S });
-  return (!r.isError && r.body.stdout_tail === '20000\n') || JSON.stringify(r.body).slice(0, 300);
+  return (!r.isError && r.body.stdout_tail === '5000\n') || JSON.stringify(r.body).slice(0, 300);
 });
 
 await check('after them, a write into the workspace still stops at max_workspace_mb + slack', async () => {
@@ -89,7 +93,17 @@ await check('after them, a write into the workspace still stops at max_workspace
 
 await check('the empty files are still there', async () => {
   const r = await tool('session_bash', { command: 'ls e | wc -l', description: 'count', session_id: S });
-  return (!r.isError && r.body.stdout_tail === '20000\n') || JSON.stringify(r.body).slice(0, 300);
+  return (!r.isError && r.body.stdout_tail === '5000\n') || JSON.stringify(r.body).slice(0, 300);
+});
+
+await check('a command cannot make more inodes than the bound allows (one per KiB)', async () => {
+  // Each inode is about 1 KiB of kernel memory that size= does not count: 300,000 empty
+  // files in an 8 MiB workspace pinned 300 MiB, and the head kept them between calls.
+  const r = await tool('session_bash', { command: 'mkdir many && cd many && { seq -f f%g 100000 | xargs touch 2>/dev/null; ls | wc -l; }; cd .. && rm -rf many',
+    description: 'inodes', session_id: S });
+  if (r.isError) return `the call failed: ${JSON.stringify(r.body).slice(0, 300)}`;
+  const n = Number(r.body.stdout_tail.trim());
+  return n <= 10 * 1024 || `made ${n} files in a workspace of max_workspace_mb = 8`;
 });
 
 await check('calls that each fill the slack with 1-byte files do not raise the bound call after call', async () => {
