@@ -201,6 +201,24 @@ check_size(const struct session *s, const struct ws_manifest *next, struct sessi
         e->d2 = limit;
         return -1;
     }
+    /* In a size-capped workspace, what the files take there (pages and inodes) is held
+     * to the same limit: the bound grows to fit the head, so a head of small files that
+     * filled the bound plus its slack would raise the next bound by the slack, call
+     * after call, and session_write_files of 1-byte files would raise it without end. A
+     * head that is over already (a restore, a lowered limit) may stay, not grow. */
+    if (ws_bound_enabled()) {
+        uint64_t need = ws_bound_need(next);
+        if (need > (uint64_t)limit && need > ws_bound_need(s->manifest)) {
+            session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
+                         "workspace files occupy %llu bytes in the size-capped workspace (each "
+                         "file takes whole 4 KiB pages, each entry 1 KiB more), over the "
+                         "limit of %lld bytes; use fewer, larger files",
+                         (unsigned long long)need, (long long)limit);
+            e->d1 = (int64_t)need;
+            e->d2 = limit;
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -203,7 +203,12 @@ int ws_dir_skipped(const struct ws_dir *d);
  */
 int ws_dir_bound_grow(struct ws_dir *d, uint64_t bytes, struct err *err);
 
-/* What m's files and links occupy on a tmpfs (whole pages each), in bytes. */
+/*
+ * What m takes on a size-capped tmpfs, in bytes: the whole pages of each file's content
+ * (an empty file none; a symlink one only if its target is 128 bytes or more) plus 1 KiB
+ * per entry for its inode (the mount allows one inode per KiB of its size). Exact, never
+ * more: the bound grows to fit a head, so an overestimate would let it grow for free.
+ */
 uint64_t ws_bound_need(const struct ws_manifest *m);
 
 /* The size of d's bounding tmpfs, or 0 if it has none. */

@@ -24,6 +24,17 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+/* tmpfs keeps a symlink target shorter than this in the inode (SHORT_SYMLINK_LEN). */
+#define WS_BOUND_SHORT_LINK 128
+
+/*
+ * Bytes of the bound per inode (nr_inodes = bound / this). An inode and its dentry cost
+ * the kernel about 1 KiB that tmpfs does not count in size=; without nr_inodes a tmpfs
+ * allows half the machine's RAM pages of them (300,000 empty files in an 8 MiB
+ * workspace pinned 300 MiB). So the entries can at most double what a workspace holds.
+ */
+#define WS_BOUND_INODE 1024
+
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
@@ -65,7 +76,8 @@ ws_bound_mount(struct ws_dir *d, const char *path, uint64_t bytes, struct err *e
     }
     /* The tmpfs root takes the directory's owner and mode, so whoever may write the
      * workspace today still may. */
-    snprintf(opts, sizeof(opts), "size=%llu,mode=%04o,uid=%lu,gid=%lu", (unsigned long long)bytes,
+    snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=%04o,uid=%lu,gid=%lu",
+             (unsigned long long)bytes, (unsigned long long)(bytes / WS_BOUND_INODE),
              (unsigned)(st.st_mode & 07777), (unsigned long)st.st_uid, (unsigned long)st.st_gid);
     if (mount("drun-workspace", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
         return err_set(err, ERR_IO,
@@ -92,12 +104,13 @@ ws_bound_unmount(struct ws_dir *d)
 int
 ws_dir_bound_grow(struct ws_dir *d, uint64_t bytes, struct err *err)
 {
-    char opts[64];
+    char opts[96];
 
     if (!d->bound_mounted || bytes <= d->bound_bytes) {
         return 0;
     }
-    snprintf(opts, sizeof(opts), "size=%llu", (unsigned long long)bytes);
+    snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu", (unsigned long long)bytes,
+             (unsigned long long)(bytes / WS_BOUND_INODE));
     if (mount(NULL, d->root_path, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) != 0) {
         return err_set(err, ERR_IO, "cannot grow the size-capped workspace '%s': %s", d->root_path,
                        strerror(errno));
@@ -111,13 +124,20 @@ ws_bound_need(const struct ws_manifest *m)
 {
     uint64_t need = 0;
 
-    /* tmpfs gives each file and each symlink whole pages; directories cost none. */
+    /* What tmpfs charges against size=, exactly and never more: a file takes whole pages
+     * of its content (an empty one none), a symlink a page only when its target does not
+     * fit in the inode (128 bytes with the NUL), a directory none. An overestimate here
+     * would be a ratchet: the bound grows to fit the head, so files counted but free
+     * (20,000 empty ones) would let the next command write that much RAM. Every entry
+     * also takes an inode, which tmpfs keeps in kernel memory outside size=: the mount's
+     * nr_inodes allows one per WS_BOUND_INODE bytes of the bound, so each is counted at
+     * that price. */
     for (size_t i = 0; i < m->n; i++) {
-        if (m->v[i].type != WS_DIR) {
+        need += WS_BOUND_INODE;
+        if (m->v[i].type == WS_SYMLINK) {
+            need += m->v[i].size >= WS_BOUND_SHORT_LINK ? 4096 : 0;
+        } else if (m->v[i].type != WS_DIR) {
             need += (m->v[i].size + 4095) / 4096 * 4096;
-            if (m->v[i].size == 0 || m->v[i].type == WS_SYMLINK) {
-                need += 4096;
-            }
         }
     }
     return need;

@@ -363,7 +363,8 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
     }
     if (e->type == WS_DIR) {
         if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-            if ((st.st_mode & 07777) != 0755 && fchmodat(pfd, leaf, 0755, 0) != 0) {
+            if ((st.st_mode & 07777) != 0755 &&
+                fchmodat(pfd, leaf, 0755, AT_SYMLINK_NOFOLLOW) != 0) {
                 err_set(err, ERR_IO, "cannot set the mode of '%s': %s", q, strerror(errno));
                 goto out;
             }
@@ -371,7 +372,8 @@ write_entry(struct ws_dir *d, const struct ws_entry *e, const struct ws_blobs *b
             if (ws_fs_rm(pfd, leaf, q, err) != 0) {
                 goto out;
             }
-            if (mkdirat(pfd, leaf, 0755) != 0 || fchmodat(pfd, leaf, 0755, 0) != 0) {
+            if (mkdirat(pfd, leaf, 0755) != 0 ||
+                fchmodat(pfd, leaf, 0755, AT_SYMLINK_NOFOLLOW) != 0) {
                 err_set(err, ERR_IO, "cannot make directory '%s': %s", q, strerror(errno));
                 goto out;
             }
@@ -734,7 +736,8 @@ resync_dir(struct resync *r, struct err *err)
             int wanted_empty = idx != (size_t)-1 && r->m->v[idx].type == WS_DIR;
             if (wanted_empty || (r->path.len <= PATHKEY_MAX &&
                                  ws_manifest_has_under(r->m, r->path.data, r->path.len))) {
-                if ((st.st_mode & 07777) != 0755 && fchmodat(pfd, name, 0755, 0) != 0) {
+                if ((st.st_mode & 07777) != 0755 &&
+                    fchmodat(pfd, name, 0755, AT_SYMLINK_NOFOLLOW) != 0) {
                     err_set(err, ERR_IO, "cannot set the mode of '%s': %s", q, strerror(errno));
                     goto out;
                 }

@@ -64,7 +64,7 @@ open_component(int cur, const char *name, const char *shown, int flags, int *out
         if (fd >= 0) {
             if ((flags & WS_FS_CREATE) && fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700) {
                 /* A command may chmod a directory to 0500; we own it, so undo that. */
-                if (fchmodat(cur, name, (st.st_mode & 07777) | 0700, 0) != 0) {
+                if (fchmodat(cur, name, (st.st_mode & 07777) | 0700, AT_SYMLINK_NOFOLLOW) != 0) {
                     close(fd);
                     return err_set(err, ERR_IO, "cannot make '%s' writable: %s", shown,
                                    strerror(errno));
@@ -243,7 +243,10 @@ rm_at(int dirfd, const char *name, const char *shown, int depth, struct err *err
                        WS_RM_DEPTH_MAX);
     }
     buf_init(&names, (size_t)64 << 20);
-    if ((st.st_mode & 0700) != 0700 && fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, 0) != 0) {
+    /* Never follow: a directory swapped for a link after the fstatat would hand the
+     * link's target (anywhere on the host) a mode of the attacker's choosing. */
+    if ((st.st_mode & 0700) != 0700 &&
+        fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, AT_SYMLINK_NOFOLLOW) != 0) {
         err_set(err, ERR_IO, "cannot make '%s' writable: %s", shown, strerror(errno));
         goto out;
     }

@@ -262,16 +262,30 @@ function names(path) {
   await d.close();
 }
 
-// ---- a head that needs more room than the limit on a tmpfs still materializes ------------
+// ---- small files count whole pages (and an inode each) against the limit on a tmpfs --------
 {
   const d = await daemon('pages', 'max_workspace_mb = 8\n');
-  await R.run('3,000 small files (12 MiB of pages, 30 KB of bytes) under max_workspace_mb = 8 reach the sandbox', async () => {
+  await R.run('1,200 small files (6 MiB of pages and inodes, 12 KB of bytes) under max_workspace_mb = 8 reach the sandbox', async () => {
+    const sid = (await ok(d, 'create_session', {})).session_id;
+    const entries = [];
+    for (let i = 0; i < 1200; i++) entries.push({ path: `d${i % 10}/f${i}.txt`, content: `file ${i}\n` });
+    await ok(d, 'session_write_files', { entries, description: 'many', session_id: sid });
+    const r = await bash(d, sid, 'find . -type f | wc -l; cat d7/f1197.txt');
+    assertEq([r.exit_code, r.stdout_tail], [0, '1200\nfile 1197\n'], `what the command sees (${r.stderr_tail})`);
+  });
+  await R.run('3,000 small files (15 MiB of pages and inodes, 30 KB of bytes) over max_workspace_mb = 8 are refused when the workspace is size-capped', async () => {
     const sid = (await ok(d, 'create_session', {})).session_id;
     const entries = [];
     for (let i = 0; i < 3000; i++) entries.push({ path: `d${i % 10}/f${i}.txt`, content: `file ${i}\n` });
-    await ok(d, 'session_write_files', { entries, description: 'many', session_id: sid });
-    const r = await bash(d, sid, 'find . -type f | wc -l; cat d7/f2997.txt');
-    assertEq([r.exit_code, r.stdout_tail], [0, '3000\nfile 2997\n'], `what the command sees (${r.stderr_tail})`);
+    const r = await call(d, 'session_write_files', { entries, description: 'many', session_id: sid });
+    if (!r.isError) {
+      // No size-capped workspace here (no mount namespace): only the bytes count.
+      const b = await bash(d, sid, 'find . -type f | wc -l');
+      assertEq(b.stdout_tail, '3000\n', 'what the command sees');
+      return;
+    }
+    assertEq(r.v.code, 'workspace_size_exceeded', `error (${JSON.stringify(r.v).slice(0, 300)})`);
+    assert(r.v.message.includes('pages'), `message: ${r.v.message}`);
   });
   await d.close();
 }
