@@ -1683,7 +1683,12 @@ maybe_finish(struct sandbox *sb)
      * bwrap may exit as soon as its pid 1 reports the status, while pid 1 is still
      * tearing the namespace down; wait for pid 1 too, so nothing is left when we answer.
      */
-    if (sb->exited && !sb->out_open && !sb->err_open && (sb->child_gone || !sb->child_watch)) {
+    if (sb->exited && !sb->out_open && !sb->err_open && (sb->child_gone || !sb->child_watch) &&
+        (sb->child_pid > 0 || !sb->status_open)) {
+        /* The last condition: bwrap's status line may still be unread when its exit and
+         * the output EOFs are handled first (a busy machine); until that pipe's EOF, no
+         * child pid does not mean the sandbox failed to start. Every writer of the pipe
+         * is gone once bwrap and its pid 1 are, so the EOF comes. */
         finish(sb);
     }
 }
@@ -1793,6 +1798,7 @@ on_status(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n < 0) {
         uv_read_stop(s);
         sb->status_open = 0;
+        maybe_finish(sb);
         return;
     }
     if (n == 0 || buf_append(&sb->status, b->base, (size_t)n) < 0 || sb->child_pid > 0) {
