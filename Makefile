@@ -39,7 +39,7 @@ LAYERS := util store workspace sandbox host fetch egress policy session snapfile
 LIB_C   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
 LIB_CXX := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.cpp)))
 ifneq ($(UNAME_S),Linux)
-LIB_C := $(filter-out src/sandbox/bwrap.c,$(LIB_C))
+LIB_C := $(filter-out src/sandbox/bwrap.c src/sandbox/bwrap_%.c,$(LIB_C))
 endif
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 

@@ -12,7 +12,7 @@
  * call in flight reports as an error, instead of killing the daemon mid-call. SIGHUP,
  * like SIGTERM and SIGINT, is caught by the transport and begins a clean shutdown; it is
  * ignored until then so a hang-up during start-up cannot kill it half-way. Sandboxed
- * commands get every disposition reset to the default (sandbox/bwrap.c).
+ * commands get every disposition reset to the default (sandbox/bwrap_child.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * sandbox.h - run one untrusted shell command in a fresh OS sandbox.
  *
  * One interface, one backend per OS chosen at build time (as OpenSSH's sandbox-*.c):
- * bwrap.c on Linux (bubblewrap + a seccomp filter + rlimits + an optional pids cgroup),
+ * bwrap*.c on Linux (bubblewrap + a seccomp filter + rlimits + an optional pids cgroup),
  * seatbelt.c on macOS (sandbox-exec with the SBPL profile from sandbox-profiles/). The
  * command is a shell script run by `/bin/sh` with `sh -c` semantics (one script, the exit
  * status of its last command). It reads only the system directories and the read-only
