@@ -25,34 +25,7 @@
  * request whose params._meta names "io.modelcontextprotocol/protocolVersion" is served
  * on its own, or refused with -32022 listing the versions drun speaks.
  */
-#include "mcp/mcp.h"
-
-#include <errno.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <uv.h>
-
-#include "mcp/mcp_json.h"
-#include "tools/tools.h"
-#include "util/buf.h"
-#include "util/log.h"
-#include "util/mem.h"
-
-#define RPC_PARSE_ERROR       (-32700)
-#define RPC_INVALID_REQUEST   (-32600)
-#define RPC_METHOD_NOT_FOUND  (-32601)
-#define RPC_INVALID_PARAMS    (-32602)
-#define RPC_INTERNAL_ERROR    (-32603)
-#define RPC_UNSUPPORTED_VER   (-32022)
-#define META_PROTOCOL_VERSION "io.modelcontextprotocol/protocolVersion"
-#define META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"
-#define META_SERVER_INFO      "io.modelcontextprotocol/serverInfo"
-#define READ_CHUNK            ((size_t)64 << 10)
-#define TOOLS_LIST_TTL_MS     3600000 /* what never changes while the process lives */
+#include "mcp/mcp_int.h"
 
 const char *const mcp_versions[] = {"2026-07-28", "2025-11-25", "2025-06-18",
                                     "2025-03-26", "2024-11-05", NULL};
@@ -64,371 +37,12 @@ static const char server_instructions[] =
     "drun runs shell commands in sandboxed workspaces (no network) and checkpoints every "
     "change. Call get_system_instructions once for the guide.";
 
-struct server;
-
-/* A tools/call in flight. */
-struct mcp_req {
-    struct mcp_req *next, *prev;
-    struct server *srv;
-    cJSON *id; /* owned: the id to echo (raw: its exact original text) */
-    char *key; /* owned: "s:<string>" or "n:<integer text>", for notifications/cancelled */
-    struct tool_call *call;
-    int cancelled;
-    int modern;
-};
-
-struct wreq {
-    uv_write_t w;
-    struct server *srv;
-    size_t len;
-    char data[];
-};
-
-struct server {
-    uv_loop_t loop;
-    struct tools_env *env;
-    struct mcp_opts opts;
-
-    int in_stream; /* 1: in is a uv stream; 0: read with uv_fs_read (files, /dev/null) */
-    union {
-        uv_pipe_t pipe;
-        uv_tty_t tty;
-    } in;
-    int in_open;
-    uv_fs_t in_fs;
-    int in_fs_busy;
-    char *rbuf; /* READ_CHUNK bytes */
-    struct buf line;
-    int skipping; /* discarding the rest of an over-long line */
-
-    int out_stream;
-    union {
-        uv_pipe_t pipe;
-        uv_tty_t tty;
-    } out;
-    int out_open;
-    int out_broken;
-    size_t queued;
-    int input_paused; /* reading stopped because the output queue is over its bound */
-    uv_timer_t stall; /* runs while paused: the client has read nothing for stall_ms */
-
-    uv_signal_t sigterm, sigint, sighup;
-    uv_timer_t grace;
-    int grace_started;
-    int finishing; /* on_final is scheduled */
-
-    int initialized;
-    char version[16];
-    char client_name[128];
-    char client_version[64];
-    int shutting_down;
-    struct mcp_req *inflight;
-
-    long n_requests, n_notifications, n_protocol_errors;
-};
-
-static void begin_shutdown(struct server *s, const char *why);
-static void maybe_finish(struct server *s);
-static void input_pressure(struct server *s);
-static void input_resume(struct server *s);
 static void start_fs_read(struct server *s);
-static void on_stall(uv_timer_t *t);
-
-/* ---- output --------------------------------------------------------------------- */
-
-static void
-on_written(uv_write_t *w, int status)
-{
-    struct wreq *wr = (struct wreq *)w;
-    struct server *s = wr->srv;
-
-    s->queued -= wr->len;
-    mem_free(wr);
-    if (status < 0 && status != UV_ECANCELED && !s->out_broken) {
-        s->out_broken = 1;
-        log_info("output closed (%s); shutting down", uv_strerror(status));
-        begin_shutdown(s, "output closed");
-    }
-    if (status == 0 && s->input_paused) {
-        /* The client is reading: it has stall_ms again from now. */
-        uv_timer_start(&s->stall, on_stall, (uint64_t)s->opts.stall_ms, 0);
-    }
-    input_resume(s);
-    maybe_finish(s);
-}
-
-static void
-close_output(struct server *s)
-{
-    if (s->out_stream && s->out_open) {
-        s->out_open = 0;
-        uv_close((uv_handle_t *)&s->out, NULL);
-    }
-}
-
-/*
- * Queues one line (text without its newline). Returns 0, or -1 if no memory was left to
- * queue it (nothing was sent). A broken output swallows the line and returns 0.
- */
-static int
-queue_line(struct server *s, const char *text, size_t len)
-{
-    struct wreq *wr;
-
-    if (s->out_broken) {
-        return 0;
-    }
-    wr = mem_alloc(sizeof(*wr) + len + 1);
-    if (wr == NULL) {
-        return -1;
-    }
-    memcpy(wr->data, text, len);
-    wr->data[len] = '\n';
-    wr->len = len + 1;
-    wr->srv = s;
-
-    if (!s->out_stream) {
-        /* A regular file or device: plain blocking writes keep the order. */
-        size_t off = 0;
-        while (off < wr->len) {
-            ssize_t n = write(s->opts.out_fd, wr->data + off, wr->len - off);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                log_info("output closed (%s); shutting down", strerror(errno));
-                s->out_broken = 1;
-                begin_shutdown(s, "output closed");
-                break;
-            }
-            off += (size_t)n;
-        }
-        mem_free(wr);
-        return 0;
-    }
-    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
-    s->queued += wr->len;
-    int rc = uv_write(&wr->w, (uv_stream_t *)&s->out, &b, 1, on_written);
-    if (rc < 0) {
-        s->queued -= wr->len;
-        mem_free(wr);
-        if (rc == UV_ENOMEM) {
-            return -1;
-        }
-        s->out_broken = 1;
-        log_info("output closed (%s); shutting down", uv_strerror(rc));
-        begin_shutdown(s, "output closed");
-        return 0;
-    }
-    input_pressure(s);
-    return 0;
-}
-
-/*
- * The answer of last resort to request `id` (raw JSON text, or NULL for null) when
- * memory ran out while building or queueing its real answer: a fixed error built without
- * cJSON. If even that cannot be queued, the request would hang forever, so the server
- * says why on stderr and shuts down cleanly instead.
- */
-static void
-answer_oom_text(struct server *s, const char *id, size_t id_len)
-{
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    static const char tail[] = ",\"error\":{\"code\":-32603,\"message\":\"internal error: the "
-                               "server ran out of memory; retry the request\"}}";
-    char small[512];
-    char *text = small;
-    size_t len;
-
-    if (id == NULL) {
-        id = "null";
-        id_len = 4;
-    }
-    len = sizeof(head) - 1 + id_len + sizeof(tail) - 1;
-    if (len > sizeof(small) && (text = mem_alloc(len)) == NULL) {
-        goto fatal;
-    }
-    memcpy(text, head, sizeof(head) - 1);
-    memcpy(text + sizeof(head) - 1, id, id_len);
-    memcpy(text + sizeof(head) - 1 + id_len, tail, sizeof(tail) - 1);
-    if (queue_line(s, text, len) < 0) {
-        if (text != small) {
-            mem_free(text);
-        }
-        goto fatal;
-    }
-    if (text != small) {
-        mem_free(text);
-    }
-    log_error("out of memory: answered request %.*s with an internal error", (int)id_len, id);
-    return;
-fatal:
-    log_error("out of memory: cannot answer request %.*s; shutting down", (int)id_len, id);
-    begin_shutdown(s, "out of memory");
-}
-
-static void
-answer_oom(struct server *s, const cJSON *id)
-{
-    if (cJSON_IsRaw(id)) {
-        answer_oom_text(s, id->valuestring, strlen(id->valuestring));
-    } else {
-        answer_oom_text(s, NULL, 0);
-    }
-}
-
-/*
- * Sends one message (ownership of msg passes). `id` is the request it answers (NULL for
- * a notification): if memory runs out, that request still gets an error answer.
- */
-static void
-send_msg(struct server *s, cJSON *msg, const cJSON *id)
-{
-    char *text;
-
-    if (s->out_broken) {
-        cJSON_Delete(msg);
-        return;
-    }
-    text = msg ? cJSON_PrintUnformatted(msg) : NULL;
-    cJSON_Delete(msg);
-    if (text == NULL || queue_line(s, text, strlen(text)) < 0) {
-        cJSON_free(text);
-        if (id != NULL) {
-            answer_oom(s, id);
-        } else {
-            log_error("cannot send a notification: out of memory");
-        }
-        return;
-    }
-    cJSON_free(text);
-}
-
-/* Adds item to obj; on failure frees item and returns -1 (cJSON leaves it unowned). */
-static int
-add_item(cJSON *obj, const char *key, cJSON *item)
-{
-    if (item == NULL || !cJSON_AddItemToObject(obj, key, item)) {
-        cJSON_Delete(item);
-        return -1;
-    }
-    return 0;
-}
-
-static cJSON *
-envelope(const cJSON *id)
-{
-    cJSON *m = cJSON_CreateObject();
-
-    if (m == NULL || cJSON_AddStringToObject(m, "jsonrpc", "2.0") == NULL ||
-        add_item(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull()) < 0) {
-        cJSON_Delete(m);
-        return NULL;
-    }
-    return m;
-}
-
-static cJSON *server_info(struct server *s);
-
-/*
- * The 2026-07-28 revision's common result fields: resultType (required), and the server's
- * name and version in _meta["io.modelcontextprotocol/serverInfo"] (which that revision
- * asks for on every response, replacing initialize's serverInfo). Returns -1 out of memory.
- */
-static int
-modern_result(struct server *s, cJSON *result)
-{
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(result, "_meta");
-
-    if (cJSON_GetObjectItemCaseSensitive(result, "resultType") == NULL &&
-        cJSON_AddStringToObject(result, "resultType", "complete") == NULL) {
-        return -1;
-    }
-    if (meta == NULL && (meta = cJSON_AddObjectToObject(result, "_meta")) == NULL) {
-        return -1;
-    }
-    if (cJSON_IsObject(meta) && cJSON_GetObjectItemCaseSensitive(meta, META_SERVER_INFO) == NULL &&
-        add_item(meta, META_SERVER_INFO, server_info(s)) < 0) {
-        return -1;
-    }
-    return 0;
-}
-
-static void
-send_result(struct server *s, const cJSON *id, cJSON *result, int modern)
-{
-    cJSON *m = envelope(id);
-
-    if (m == NULL || result == NULL) {
-        cJSON_Delete(m);
-        cJSON_Delete(result);
-        answer_oom(s, id);
-        return;
-    }
-    if (modern && cJSON_IsObject(result) && modern_result(s, result) < 0) {
-        cJSON_Delete(result);
-        result = NULL;
-    }
-    if (add_item(m, "result", result) < 0) {
-        cJSON_Delete(m);
-        answer_oom(s, id);
-        return;
-    }
-    send_msg(s, m, id);
-}
-
-static void
-send_error(struct server *s, const cJSON *id, int code, const char *message, cJSON *data)
-{
-    cJSON *m = envelope(id);
-    cJSON *e = cJSON_CreateObject();
-
-    if (e == NULL) {
-        cJSON_Delete(data);
-    } else if (data != NULL && add_item(e, "data", data) < 0) {
-        cJSON_Delete(e); /* add_item freed data */
-        e = NULL;
-    }
-    if (e != NULL && (cJSON_AddNumberToObject(e, "code", code) == NULL ||
-                      cJSON_AddStringToObject(e, "message", message) == NULL)) {
-        cJSON_Delete(e);
-        e = NULL;
-    }
-    if (m == NULL || e == NULL || add_item(m, "error", e) < 0) {
-        if (m == NULL) {
-            cJSON_Delete(e);
-        }
-        cJSON_Delete(m);
-        answer_oom(s, id);
-        return;
-    }
-    send_msg(s, m, id);
-}
-
-/* A protocol-level error: counted, logged once, answered. */
-static void protocol_error(struct server *s, const cJSON *id, int code, cJSON *data,
-                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void
-protocol_error(struct server *s, const cJSON *id, int code, cJSON *data, const char *fmt, ...)
-{
-    struct buf b;
-    va_list ap;
-
-    buf_init(&b, 1024);
-    va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    s->n_protocol_errors++;
-    log_warn("protocol error %d: %s", code, buf_cstr(&b));
-    send_error(s, id, code, buf_cstr(&b), data);
-    buf_release(&b);
-}
 
 /* ---- lifecycle results -------------------------------------------------------------- */
 
-static cJSON *
-server_info(struct server *s)
+cJSON *
+mcp_server_info(struct server *s)
 {
     cJSON *i = cJSON_CreateObject();
 
@@ -493,13 +107,13 @@ do_initialize(struct server *s, const cJSON *id, const cJSON *params)
     cJSON *r;
 
     if (!cJSON_IsString(pv)) {
-        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
-                       "initialize needs 'protocolVersion' (a string) in params");
+        mcp_protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                           "initialize needs 'protocolVersion' (a string) in params");
         return;
     }
     if (s->initialized) {
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
-                       "'initialize' was already received on this connection; send it once");
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                           "'initialize' was already received on this connection; send it once");
         return;
     }
     /* Echo a version we speak; otherwise offer the newest handshake revision. */
@@ -516,9 +130,9 @@ do_initialize(struct server *s, const cJSON *id, const cJSON *params)
     r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "protocolVersion", s->version);
     cJSON_AddItemToObject(r, "capabilities", capabilities());
-    cJSON_AddItemToObject(r, "serverInfo", server_info(s));
+    cJSON_AddItemToObject(r, "serverInfo", mcp_server_info(s));
     cJSON_AddStringToObject(r, "instructions", server_instructions);
-    send_result(s, id, r, 0);
+    mcp_send_result(s, id, r, 0);
 }
 
 static void
@@ -529,12 +143,12 @@ do_discover(struct server *s, const cJSON *id)
     cJSON_AddStringToObject(r, "resultType", "complete");
     cJSON_AddItemToObject(r, "supportedVersions", version_list(mcp_versions));
     cJSON_AddItemToObject(r, "capabilities", capabilities());
-    cJSON_AddItemToObject(r, "serverInfo", server_info(s));
+    cJSON_AddItemToObject(r, "serverInfo", mcp_server_info(s));
     cJSON_AddStringToObject(r, "instructions", server_instructions);
     /* Nothing here changes while the process lives. */
     cJSON_AddNumberToObject(r, "ttlMs", TOOLS_LIST_TTL_MS);
     cJSON_AddStringToObject(r, "cacheScope", "public");
-    send_result(s, id, r, 1);
+    mcp_send_result(s, id, r, 1);
 }
 
 /* ---- tools/call tasks ----------------------------------------------------------------- */
@@ -566,12 +180,12 @@ on_call_respond(void *ctx, cJSON *result)
     if (r->cancelled) {
         cJSON_Delete(result);
     } else if (result == NULL) {
-        send_error(s, r->id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+        mcp_send_error(s, r->id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
     } else {
-        send_result(s, r->id, result, r->modern);
+        mcp_send_result(s, r->id, result, r->modern);
     }
     req_unlink(r);
-    maybe_finish(s);
+    mcp_maybe_finish(s);
 }
 
 static void
@@ -591,12 +205,12 @@ on_call_progress(void *ctx, cJSON *params)
     }
     if (cJSON_AddStringToObject(m, "jsonrpc", "2.0") == NULL ||
         cJSON_AddStringToObject(m, "method", "notifications/progress") == NULL ||
-        add_item(m, "params", params) < 0) {
+        mcp_add_item(m, "params", params) < 0) {
         cJSON_Delete(m);
         log_warn("a progress notification was dropped: out of memory");
         return;
     }
-    send_msg(r->srv, m, NULL);
+    mcp_send_msg(r->srv, m, NULL);
 }
 
 /* The parts of the incoming line that handlers need beside the parsed message. */
@@ -675,15 +289,15 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *idj, const cJSON *
     int nomem = 0;
 
     if (!cJSON_IsString(name)) {
-        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
-                       "tools/call needs 'name' (a string) in params");
+        mcp_protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                           "tools/call needs 'name' (a string) in params");
         return;
     }
     memset(&treq, 0, sizeof(treq));
     treq.def = tools_find(name->valuestring);
     if (treq.def == NULL) {
-        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
-                       "unknown tool '%.100s'; tools/list names the tools", name->valuestring);
+        mcp_protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                           "unknown tool '%.100s'; tools/list names the tools", name->valuestring);
         return;
     }
     r = mem_calloc(1, sizeof(*r));
@@ -693,15 +307,15 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *idj, const cJSON *
             cJSON_Delete(r->id);
         }
         mem_free(r);
-        answer_oom(s, id);
+        mcp_answer_oom(s, id);
         return;
     }
     if (find_req(s, r->key) != NULL) {
         cJSON_Delete(r->id);
         mem_free(r->key);
         mem_free(r);
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
-                       "request id is already in use by a call in flight; use a new id");
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                           "request id is already in use by a call in flight; use a new id");
         return;
     }
     r->srv = s;
@@ -721,7 +335,7 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *idj, const cJSON *
     if ((cJSON_IsString(token) || cJSON_IsNumber(token)) && sc->slot[MCP_SLOT_TOKEN].found) {
         raw_token = raw_value(lc, &sc->slot[MCP_SLOT_TOKEN]);
         if (raw_token == NULL) {
-            answer_oom(s, id);
+            mcp_answer_oom(s, id);
             req_unlink(r);
             return;
         }
@@ -743,7 +357,7 @@ do_tools_call(struct server *s, const cJSON *id, const cJSON *idj, const cJSON *
     r->call = tools_call_new(s->env, &treq, &host);
     cJSON_Delete(raw_token);
     if (r->call == NULL) {
-        answer_oom(s, id);
+        mcp_answer_oom(s, id);
         req_unlink(r);
         return;
     }
@@ -823,8 +437,8 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
     int modern = 0, nomem = 0;
 
     if (idj == NULL && mj == NULL) {
-        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
-                       "a message needs 'method' (requests and notifications) or 'id'");
+        mcp_protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                           "a message needs 'method' (requests and notifications) or 'id'");
         return;
     }
     if (mj == NULL && (cJSON_GetObjectItemCaseSensitive(msg, "result") != NULL ||
@@ -854,23 +468,24 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
     if (id == NULL) {
         if (nomem) {
             const struct mcp_json_span *sp = &lc->sc->slot[MCP_SLOT_ID];
-            answer_oom_text(s, lc->text + sp->start, sp->len);
+            mcp_answer_oom_text(s, lc->text + sp->start, sp->len);
             return;
         }
-        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "'id' must be a string or an integer");
+        mcp_protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                           "'id' must be a string or an integer");
         return;
     }
     if (!cJSON_IsString(jsonrpc) || strcmp(jsonrpc->valuestring, "2.0") != 0) {
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'jsonrpc' must be \"2.0\"");
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'jsonrpc' must be \"2.0\"");
         goto out;
     }
     if (!cJSON_IsString(mj)) {
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'method' must be a string");
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL, "'method' must be a string");
         goto out;
     }
     method = mj->valuestring;
     if (params != NULL && !cJSON_IsObject(params)) {
-        protocol_error(s, id, RPC_INVALID_PARAMS, NULL, "'params' must be an object");
+        mcp_protocol_error(s, id, RPC_INVALID_PARAMS, NULL, "'params' must be an object");
         goto out;
     }
     /*
@@ -881,15 +496,15 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
     if (lc->sc->uncarriable &&
         !(strcmp(method, "tools/call") == 0 &&
           mcp_json_span_holds(&lc->sc->slot[MCP_SLOT_ARGUMENTS], lc->sc->uncarriable_at))) {
-        protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
-                       "invalid params: the message holds %s at byte %zu, which drun cannot "
-                       "carry; remove it (send binary data base64-encoded)",
-                       lc->sc->uncarriable_why, lc->sc->uncarriable_at);
+        mcp_protocol_error(s, id, RPC_INVALID_PARAMS, NULL,
+                           "invalid params: the message holds %s at byte %zu, which drun cannot "
+                           "carry; remove it (send binary data base64-encoded)",
+                           lc->sc->uncarriable_why, lc->sc->uncarriable_at);
         goto out;
     }
     if (s->shutting_down) {
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
-                       "the server is shutting down; start a new one");
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                           "the server is shutting down; start a new one");
         goto out;
     }
     meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
@@ -901,7 +516,7 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
             cJSON_AddItemToObject(data, "requested",
                                   cJSON_IsString(pv) ? cJSON_CreateString(pv->valuestring)
                                                      : cJSON_Duplicate(pv, 1));
-            protocol_error(s, id, RPC_UNSUPPORTED_VER, data, "Unsupported protocol version");
+            mcp_protocol_error(s, id, RPC_UNSUPPORTED_VER, data, "Unsupported protocol version");
             goto out;
         }
         modern = in_list(modern_versions, pv->valuestring);
@@ -910,21 +525,21 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
     if (strcmp(method, "initialize") == 0) {
         do_initialize(s, id, params);
     } else if (strcmp(method, "ping") == 0) {
-        send_result(s, id, cJSON_CreateObject(), modern);
+        mcp_send_result(s, id, cJSON_CreateObject(), modern);
     } else if (strcmp(method, "server/discover") == 0) {
         do_discover(s, id);
     } else if (!s->initialized && pv == NULL) {
-        protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
-                       "'%.100s' before 'initialize'; send initialize first, or name the "
-                       "protocol version in params._meta \"" META_PROTOCOL_VERSION "\"",
-                       method);
+        mcp_protocol_error(s, id, RPC_INVALID_REQUEST, NULL,
+                           "'%.100s' before 'initialize'; send initialize first, or name the "
+                           "protocol version in params._meta \"" META_PROTOCOL_VERSION "\"",
+                           method);
     } else if (strcmp(method, "tools/list") == 0) {
         cJSON *r = cJSON_CreateObject();
         cJSON *list = tools_list_json();
         if (r == NULL || list == NULL) {
             cJSON_Delete(r);
             cJSON_Delete(list);
-            send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
+            mcp_send_error(s, id, RPC_INTERNAL_ERROR, "internal error: out of memory", NULL);
         } else {
             cJSON_AddItemToObject(r, "tools", list);
             if (modern) {
@@ -933,12 +548,12 @@ handle_message(struct server *s, const cJSON *msg, const struct line_ctx *lc)
                 cJSON_AddNumberToObject(r, "ttlMs", TOOLS_LIST_TTL_MS);
                 cJSON_AddStringToObject(r, "cacheScope", "public");
             }
-            send_result(s, id, r, modern);
+            mcp_send_result(s, id, r, modern);
         }
     } else if (strcmp(method, "tools/call") == 0) {
         do_tools_call(s, id, idj, params, modern, lc);
     } else {
-        protocol_error(s, id, RPC_METHOD_NOT_FOUND, NULL, "method '%.100s' not found", method);
+        mcp_protocol_error(s, id, RPC_METHOD_NOT_FOUND, NULL, "method '%.100s' not found", method);
     }
 out:
     cJSON_Delete(id);
@@ -960,13 +575,13 @@ handle_line(struct server *s, const char *p, size_t n)
     }
     if (mcp_json_check(p, n, s->opts.max_depth, &sc) < 0) {
         if (sc.too_deep) {
-            protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
-                           "parse error: JSON nested deeper than %d levels", s->opts.max_depth);
+            mcp_protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                               "parse error: JSON nested deeper than %d levels", s->opts.max_depth);
         } else {
-            protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
-                           "parse error at byte %zu: %s; send one JSON-RPC message (RFC 8259 "
-                           "JSON, UTF-8) per line",
-                           sc.bad_at, sc.why);
+            mcp_protocol_error(s, NULL, RPC_PARSE_ERROR, NULL,
+                               "parse error at byte %zu: %s; send one JSON-RPC message (RFC 8259 "
+                               "JSON, UTF-8) per line",
+                               sc.bad_at, sc.why);
         }
         return;
     }
@@ -985,17 +600,17 @@ handle_line(struct server *s, const char *p, size_t n)
         /* The text is JSON, so cJSON ran out of memory: answer a request, if it is one. */
         const struct mcp_json_span *sp = &sc.slot[MCP_SLOT_ID];
         if (sp->found && (sp->kind == MCP_JSON_STRING || sp->kind == MCP_JSON_INTEGER)) {
-            answer_oom_text(s, p + sp->start, sp->len);
+            mcp_answer_oom_text(s, p + sp->start, sp->len);
         } else {
             log_error("out of memory: a message without an id was dropped");
         }
         return;
     }
     if (cJSON_IsArray(msg)) {
-        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
-                       "batches are not supported; send one message per line");
+        mcp_protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                           "batches are not supported; send one message per line");
     } else if (!cJSON_IsObject(msg)) {
-        protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "a message must be a JSON object");
+        mcp_protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL, "a message must be a JSON object");
     } else {
         handle_message(s, msg, &lc);
     }
@@ -1014,9 +629,9 @@ feed(struct server *s, const char *data, size_t n)
         if (s->skipping) {
             s->skipping = nl == NULL;
         } else if (s->line.len + seg > s->opts.max_line_bytes) {
-            protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
-                           "message longer than the %zu-byte line limit; it was skipped",
-                           s->opts.max_line_bytes);
+            mcp_protocol_error(s, NULL, RPC_INVALID_REQUEST, NULL,
+                               "message longer than the %zu-byte line limit; it was skipped",
+                               s->opts.max_line_bytes);
             buf_reset(&s->line);
             s->skipping = nl == NULL;
         } else if (nl == NULL) {
@@ -1042,7 +657,7 @@ end_of_input(struct server *s)
         log_info("input ended inside a message; %zu bytes without a newline discarded",
                  s->line.len);
     }
-    begin_shutdown(s, "end of input");
+    mcp_begin_shutdown(s, "end of input");
 }
 
 static void
@@ -1064,7 +679,7 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         end_of_input(s);
     } else if (n < 0) {
         log_warn("cannot read the input: %s", uv_strerror((int)n));
-        begin_shutdown(s, "input error");
+        mcp_begin_shutdown(s, "input error");
     }
 }
 
@@ -1077,7 +692,7 @@ on_fs_read(uv_fs_t *req)
     uv_fs_req_cleanup(req);
     s->in_fs_busy = 0;
     if (s->shutting_down) {
-        maybe_finish(s);
+        mcp_maybe_finish(s);
         return;
     }
     if (n > 0) {
@@ -1089,7 +704,7 @@ on_fs_read(uv_fs_t *req)
         end_of_input(s);
     } else {
         log_warn("cannot read the input: %s", uv_strerror((int)n));
-        begin_shutdown(s, "input error");
+        mcp_begin_shutdown(s, "input error");
     }
 }
 
@@ -1105,7 +720,7 @@ start_fs_read(struct server *s)
     if (uv_fs_read(&s->loop, &s->in_fs, s->opts.in_fd, &b, 1, -1, on_fs_read) == 0) {
         s->in_fs_busy = 1;
     } else {
-        begin_shutdown(s, "input error");
+        mcp_begin_shutdown(s, "input error");
     }
 }
 
@@ -1131,8 +746,8 @@ open_stream(struct server *s, void *h, int fd, int readable)
 
 /* ---- back-pressure -------------------------------------------------------------------- */
 
-static void
-on_stall(uv_timer_t *t)
+void
+mcp_on_stall(uv_timer_t *t)
 {
     struct server *s = t->data;
 
@@ -1143,13 +758,13 @@ on_stall(uv_timer_t *t)
               "connection (--client-stall-ms sets this limit)",
               s->opts.stall_ms, s->queued);
     s->out_broken = 1;
-    close_output(s);
-    begin_shutdown(s, "client stopped reading");
+    mcp_close_output(s);
+    mcp_begin_shutdown(s, "client stopped reading");
 }
 
 /* After queueing output: past the bound, stop reading input until the client catches up. */
-static void
-input_pressure(struct server *s)
+void
+mcp_input_pressure(struct server *s)
 {
     if (s->input_paused || s->shutting_down || s->queued <= s->opts.max_queue_bytes) {
         return;
@@ -1160,12 +775,12 @@ input_pressure(struct server *s)
         uv_read_stop((uv_stream_t *)&s->in);
     }
     /* A file input simply does not start its next read (on_fs_read checks the flag). */
-    uv_timer_start(&s->stall, on_stall, (uint64_t)s->opts.stall_ms, 0);
+    uv_timer_start(&s->stall, mcp_on_stall, (uint64_t)s->opts.stall_ms, 0);
 }
 
 /* After output drained: below half the bound, read input again. */
-static void
-input_resume(struct server *s)
+void
+mcp_input_resume(struct server *s)
 {
     if (!s->input_paused || s->queued > s->opts.max_queue_bytes / 2) {
         return;
@@ -1178,7 +793,7 @@ input_resume(struct server *s)
     log_info("the client caught up; reading requests again");
     if (s->in_stream && s->in_open) {
         if (uv_read_start((uv_stream_t *)&s->in, on_alloc, on_read) < 0) {
-            begin_shutdown(s, "input error");
+            mcp_begin_shutdown(s, "input error");
         }
     } else if (!s->in_stream && !s->in_fs_busy) {
         start_fs_read(s);
@@ -1212,8 +827,8 @@ on_final(uv_timer_t *t)
  * Everything is done: close on the next loop turn, so a tool that ended its call from
  * inside a callback has closed its own handles first.
  */
-static void
-maybe_finish(struct server *s)
+void
+mcp_maybe_finish(struct server *s)
 {
     if (s->shutting_down && !s->finishing && s->inflight == NULL && s->queued == 0 &&
         !s->in_fs_busy) {
@@ -1242,8 +857,8 @@ on_grace(uv_timer_t *t)
     on_final(t);
 }
 
-static void
-begin_shutdown(struct server *s, const char *why)
+void
+mcp_begin_shutdown(struct server *s, const char *why)
 {
     struct mcp_req *r;
 
@@ -1273,14 +888,14 @@ begin_shutdown(struct server *s, const char *why)
     }
     uv_timer_start(&s->grace, on_grace, (uint64_t)s->opts.shutdown_grace_ms, 0);
     s->grace_started = 1;
-    maybe_finish(s);
+    mcp_maybe_finish(s);
 }
 
 static void
 on_signal(uv_signal_t *h, int signum)
 {
     struct server *s = h->data;
-    begin_shutdown(s, signum == SIGTERM ? "SIGTERM" : signum == SIGHUP ? "SIGHUP" : "SIGINT");
+    mcp_begin_shutdown(s, signum == SIGTERM ? "SIGTERM" : signum == SIGHUP ? "SIGHUP" : "SIGINT");
 }
 
 int
@@ -1344,7 +959,7 @@ mcp_serve(struct tools_env *env, const struct mcp_opts *opts, struct err *err)
         rc = uv_read_start((uv_stream_t *)&s->in, on_alloc, on_read);
         if (rc < 0) {
             log_error("cannot read the input: %s", uv_strerror(rc));
-            begin_shutdown(s, "input error");
+            mcp_begin_shutdown(s, "input error");
         }
     } else {
         start_fs_read(s);
