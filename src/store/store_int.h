@@ -132,4 +132,27 @@ int store_zstd_decompress(struct store *st, const void *src, size_t len, const v
 /* Random lower-case hex of n bytes (2n chars + NUL into out). */
 int store_random_hex(char *out, size_t nbytes, struct err *err);
 
+/* store_snapshot.c, for store_snapshot_file.c */
+/* The columns checkpoints and snapshot_checkpoints have in common, in this order. */
+#define CP_BODY                                                                                    \
+    "id, parent, tool, command, description, label, exit_code, duration_ms, created_ms, "          \
+    "stdout_hash, stdout_bytes, stderr_hash, stderr_bytes, manifest_hash, file_count, added, "     \
+    "modified, removed, logical_bytes, status"
+
+/* Prepares sql into *s; 0, or -1 with err. */
+int store_snap_prep(struct store *st, const char *sql, sqlite3_stmt **s, struct err *err);
+/* Steps a statement with no result rows to the end, finalizes it, translates errors. */
+int store_snap_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err);
+/* Runs `sql` with ?1 = an int64 and ?2 = a text (either may be unused). */
+int store_snap_run(struct store *st, const char *sql, int64_t a, const char *b, const char *what,
+                   struct err *err);
+/* Runs a query whose first column of the first row is an integer into *out (0 if none). */
+int store_snap_query_int(struct store *st, const char *sql, const char *text, int64_t *out,
+                         struct err *err);
+/* Loads a snapshot by name from schema `db` ("main" or an attached one). */
+int store_snapshot_get_in(struct store *st, const char *db, const char *name,
+                          struct store_snapshot *out, struct err *err);
+/* 0 if no snapshot in main has this name, else -1 with ERR_EXISTS naming what to do. */
+int store_snap_name_taken(struct store *st, const char *name, struct err *err);
+
 #endif
