@@ -132,6 +132,12 @@ int store_zstd_decompress(struct store *st, const void *src, size_t len, const v
 /* Random lower-case hex of n bytes (2n chars + NUL into out). */
 int store_random_hex(char *out, size_t nbytes, struct err *err);
 
+/* store_blob.c, for store_blob_stream.c */
+/* Stores data (as a delta against base when that is smaller, base NULL for none) under its
+ * SHA-256, into hash; a blob already stored is kept. 0, or -1 with err. */
+int store_blob_put_row(struct store *st, const void *data, size_t len, const uint8_t *base,
+                       uint8_t hash[HASH_LEN], struct err *err);
+
 /* store_snapshot.c, for store_snapshot_file.c */
 /* The columns checkpoints and snapshot_checkpoints have in common, in this order. */
 #define CP_BODY                                                                                    \
