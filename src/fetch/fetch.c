@@ -1,5 +1,6 @@
 /*
  * fetch.c - the transfer engine: libcurl's multi interface driven by a libuv loop.
+ * The loop glue and curl's callbacks live in fetch_io.c.
  *
  * Design. One struct fetch per session_fetch call, with its own CURLM handle, so its
  * connection pool and DNS cache (with the operator's fetch_resolve pins) are never
@@ -26,89 +27,7 @@
  * stays allocated only until libuv has closed its handles (freed in the close
  * callbacks, as libuv requires). No callback of curl's calls back into curl.
  */
-#include <arpa/inet.h>
-#include <curl/curl.h>
-#include <pthread.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <uv.h>
-
-#include "fetch/fetch.h"
-#include "util/mem.h"
-
-enum why {
-    WHY_NONE = 0,
-    WHY_ADDR,    /* the open-socket callback refused the address */
-    WHY_BODY,    /* the body passed its cap */
-    WHY_HEADERS, /* the headers passed their cap */
-    WHY_CANCEL,  /* fetch_cancel */
-    WHY_SINK,    /* the caller's sink asked to stop */
-    WHY_NOMEM,
-};
-
-enum state { ST_RUNNING = 0, ST_CLOSING };
-
-struct sock_ctx {
-    struct fetch *f;
-    uv_poll_t poll;
-    curl_socket_t fd;
-    struct sock_ctx *next, *prev;
-};
-
-struct fetch {
-    uv_loop_t *loop;
-    CURLM *multi;
-    uv_timer_t timer;
-    struct fetch_policy pol;
-    struct fetch_callbacks cb;
-    char method[40];
-    const struct fetch_header *headers;
-    size_t n_headers;
-    const void *body;
-    size_t body_len;
-    int collect_assets;
-    fetch_sink_fn sink;
-    void *sink_ud;
-    fetch_asset_sink_fn asset_sink;
-    struct curl_slist *resolve;
-
-    /* the transfer in flight */
-    CURL *easy;
-    struct curl_slist *hdrs;
-    char *cur_url;
-    char *cur_host;
-    char *first_host; /* host of the first hop of the current request */
-    char cur_method[40];
-    int cur_send_body;
-    int cur_asset; /* -1 main */
-    int redirects;
-    int creds_ok; /* 0 once the chain dropped from https to http */
-    /* per credential: 1 once a hop of the current chain went to a host it does not
-     * match, so a chain that leaves a credential's domain never gets it again */
-    unsigned char *cred_left;
-    uint64_t cur_bytes;
-    uint64_t cur_cap;
-    size_t cur_hdr_bytes;
-    struct buf *cur_body;
-    int why;
-    struct err why_err;
-    char errbuf[CURL_ERROR_SIZE];
-
-    /* assets */
-    char **asset_urls;
-    size_t n_asset_urls;
-    size_t next_asset;
-
-    struct fetch_result *res;
-    int state;
-    int cancelled;
-    int open_handles;
-    int paused;      /* a sink answered FETCH_SINK_PAUSE: the easy handle is paused */
-    int cur_encoded; /* the current response has a Content-Encoding curl decodes */
-    int sock_failed; /* sock_cb could not watch a socket */
-    struct sock_ctx *socks;
-};
+#include "fetch/fetch_int.h"
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc;
@@ -118,8 +37,6 @@ global_init(void)
 {
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
-
-static void check_multi(struct fetch *f);
 
 /* ---- results --------------------------------------------------------------------- */
 
@@ -184,292 +101,6 @@ fetch_result_err(const struct fetch_result *r, struct err *err)
     }
     *err = r->err;
     return -1;
-}
-
-/* ---- libuv glue ------------------------------------------------------------------ */
-
-static void
-maybe_free(struct fetch *f)
-{
-    if (f->state == ST_CLOSING && f->open_handles == 0) {
-        mem_free(f->cred_left);
-        mem_free(f);
-    }
-}
-
-static void
-poll_closed(uv_handle_t *h)
-{
-    struct sock_ctx *c = h->data;
-    struct fetch *f = c->f;
-
-    mem_free(c);
-    f->open_handles--;
-    maybe_free(f);
-}
-
-static void
-timer_closed(uv_handle_t *h)
-{
-    struct fetch *f = h->data;
-
-    f->open_handles--;
-    maybe_free(f);
-}
-
-static void
-sock_unlink_close(struct fetch *f, struct sock_ctx *c)
-{
-    if (c->prev) {
-        c->prev->next = c->next;
-    } else {
-        f->socks = c->next;
-    }
-    if (c->next) {
-        c->next->prev = c->prev;
-    }
-    uv_poll_stop(&c->poll);
-    uv_close((uv_handle_t *)&c->poll, poll_closed);
-}
-
-static void finish(struct fetch *f, int outcome, const struct err *e);
-
-/*
- * After curl_multi_socket_action: collect finished transfers, or, if curl gave up on
- * the whole multi handle (a callback of ours failed, e.g. out of memory), end the
- * fetch rather than wait for a completion that will never come.
- */
-static void
-multi_result(struct fetch *f, CURLMcode mc)
-{
-    struct err e;
-
-    if (mc != CURLM_OK && f->state == ST_RUNNING) {
-        int nomem = mc == CURLM_OUT_OF_MEMORY || f->sock_failed;
-        err_set(&e, nomem ? ERR_NOMEM : ERR_IO, "fetching '%s' failed: %s",
-                f->cur_url ? f->cur_url : "",
-                nomem ? "out of memory watching a socket" : curl_multi_strerror(mc));
-        finish(f, nomem ? FETCH_NOMEM : FETCH_HTTP, &e);
-        return;
-    }
-    check_multi(f);
-}
-
-static void
-poll_cb(uv_poll_t *h, int status, int events)
-{
-    struct sock_ctx *c = h->data;
-    struct fetch *f = c->f;
-    int flags = 0, running;
-
-    if (f->state != ST_RUNNING) {
-        return;
-    }
-    if (status < 0) {
-        flags = CURL_CSELECT_ERR;
-    }
-    if (events & UV_READABLE) {
-        flags |= CURL_CSELECT_IN;
-    }
-    if (events & UV_WRITABLE) {
-        flags |= CURL_CSELECT_OUT;
-    }
-    multi_result(f, curl_multi_socket_action(f->multi, c->fd, flags, &running));
-}
-
-static int
-sock_cb(CURL *e, curl_socket_t s, int action, void *userp, void *socketp)
-{
-    struct fetch *f = userp;
-    struct sock_ctx *c = socketp;
-    int events = 0;
-
-    (void)e;
-    if (action == CURL_POLL_REMOVE) {
-        if (c != NULL) {
-            curl_multi_assign(f->multi, s, NULL);
-            sock_unlink_close(f, c);
-        }
-        return 0;
-    }
-    if (c == NULL) {
-        c = mem_calloc(1, sizeof(*c));
-        if (c == NULL) {
-            f->sock_failed = 1;
-            return -1;
-        }
-        if (uv_poll_init_socket(f->loop, &c->poll, s) != 0) {
-            mem_free(c);
-            f->sock_failed = 1;
-            return -1;
-        }
-        c->f = f;
-        c->fd = s;
-        c->poll.data = c;
-        c->next = f->socks;
-        if (f->socks) {
-            f->socks->prev = c;
-        }
-        f->socks = c;
-        f->open_handles++;
-        curl_multi_assign(f->multi, s, c);
-    }
-    if (action & CURL_POLL_IN) {
-        events |= UV_READABLE;
-    }
-    if (action & CURL_POLL_OUT) {
-        events |= UV_WRITABLE;
-    }
-    uv_poll_start(&c->poll, events, poll_cb);
-    return 0;
-}
-
-static void
-timer_cb(uv_timer_t *t)
-{
-    struct fetch *f = t->data;
-    int running;
-
-    if (f->state != ST_RUNNING) {
-        return;
-    }
-    if (f->cancelled) {
-        struct err e;
-        err_set(&e, ERR_CANCELLED, "the fetch of '%s' was cancelled", f->res->url);
-        finish(f, FETCH_CANCELLED, &e);
-        return;
-    }
-    multi_result(f, curl_multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running));
-}
-
-static int
-timerfn_cb(CURLM *m, long timeout_ms, void *userp)
-{
-    struct fetch *f = userp;
-
-    (void)m;
-    if (f->cancelled) {
-        timeout_ms = 0;
-    }
-    if (timeout_ms < 0) {
-        uv_timer_stop(&f->timer);
-    } else {
-        uv_timer_start(&f->timer, timer_cb, (uint64_t)timeout_ms, 0);
-    }
-    return 0;
-}
-
-/* ---- curl callbacks -------------------------------------------------------------- */
-
-static curl_socket_t
-open_cb(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
-{
-    struct fetch *f = ud;
-    char ip[INET6_ADDRSTRLEN] = "";
-    int fd;
-
-    (void)purpose;
-    if (a->family == AF_INET) {
-        inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)&a->addr)->sin_addr, ip, sizeof(ip));
-    } else if (a->family == AF_INET6) {
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)&a->addr)->sin6_addr, ip, sizeof(ip));
-    } else {
-        f->why = WHY_ADDR;
-        err_set(&f->why_err, ERR_DENIED, "address family %d is not IPv4 or IPv6", a->family);
-        return CURL_SOCKET_BAD;
-    }
-    if (fetch_addr_allowed(&f->pol, ip, &f->why_err) != 0) {
-        f->why = WHY_ADDR;
-        return CURL_SOCKET_BAD;
-    }
-    fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-    return fd < 0 ? CURL_SOCKET_BAD : fd;
-}
-
-static size_t
-header_cb(char *p, size_t size, size_t n, void *ud)
-{
-    struct fetch *f = ud;
-    size_t len = size * n;
-
-    f->cur_hdr_bytes += len;
-    if (f->cur_hdr_bytes > f->pol.max_header_bytes) {
-        f->why = WHY_HEADERS;
-        return 0;
-    }
-    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-        f->cur_encoded = 0; /* a new response (a redirect's, or an interim 1xx) */
-    } else if (len > 17 && strncasecmp(p, "content-encoding:", 17) == 0) {
-        size_t i = 17;
-        while (i < len && (p[i] == ' ' || p[i] == '\t')) {
-            i++;
-        }
-        f->cur_encoded = !(len - i >= 8 && strncasecmp(p + i, "identity", 8) == 0) && i < len &&
-                         p[i] != '\r' && p[i] != '\n';
-    }
-    return len;
-}
-
-static size_t
-write_cb(char *p, size_t size, size_t n, void *ud)
-{
-    struct fetch *f = ud;
-    size_t len = size * n;
-    long code = 0;
-
-    if (f->cancelled) {
-        f->why = WHY_CANCEL;
-        return 0;
-    }
-    if (len > f->cur_cap || f->cur_bytes > f->cur_cap - len) {
-        f->why = WHY_BODY;
-        return 0;
-    }
-    f->cur_bytes += len;
-    curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (code >= 300 && code < 400) {
-        return len; /* a redirect's body is counted, never kept */
-    }
-    if (f->cur_asset < 0 && f->sink != NULL) {
-        char *ct = NULL;
-        int rc = f->sink(f->sink_ud, p, len, &f->why_err);
-
-        if (rc == FETCH_SINK_PAUSE) {
-            f->cur_bytes -= len; /* curl hands the same bytes again after fetch_resume */
-            f->paused = 1;
-            return CURL_WRITEFUNC_PAUSE;
-        }
-        if (rc != 0) {
-            f->why = WHY_SINK;
-            return 0;
-        }
-        /* An HTML page's text is needed for its assets: kept too, within the same cap. */
-        curl_easy_getinfo(f->easy, CURLINFO_CONTENT_TYPE, &ct);
-        if (f->collect_assets && ct != NULL && strcasestr(ct, "text/html") != NULL &&
-            buf_append(&f->res->body, p, len) != 0) {
-            f->why = WHY_NOMEM;
-            return 0;
-        }
-    } else if (f->cur_asset >= 0 && f->asset_sink != NULL) {
-        int rc = f->asset_sink(f->sink_ud, (size_t)f->cur_asset, p, len, &f->why_err);
-
-        if (rc == FETCH_SINK_PAUSE) {
-            f->cur_bytes -= len;
-            f->paused = 1;
-            return CURL_WRITEFUNC_PAUSE;
-        }
-        if (rc != 0) {
-            f->why = WHY_SINK;
-            return 0;
-        }
-    } else if (buf_append(f->cur_body, p, len) != 0) {
-        f->why = WHY_NOMEM;
-        return 0;
-    }
-    if (f->cur_asset < 0 && f->cb.on_progress != NULL) {
-        f->cb.on_progress(f->cb.ud, f->cur_bytes);
-    }
-    return len;
 }
 
 /* ---- transfers ------------------------------------------------------------------- */
@@ -648,11 +279,11 @@ begin_transfer(struct fetch *f, struct err *err)
     if (f->resolve != NULL) {
         curl_easy_setopt(e, CURLOPT_RESOLVE, f->resolve);
     }
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cb);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, fetch_open_cb);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, fetch_header_cb);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, fetch_write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
     if (f->hdrs != NULL) {
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hdrs);
@@ -761,8 +392,8 @@ classify(struct fetch *f, CURLcode code, struct err *e)
     return FETCH_HTTP;
 }
 
-static void
-finish(struct fetch *f, int outcome, const struct err *e)
+void
+fetch_finish_transfer(struct fetch *f, int outcome, const struct err *e)
 {
     struct fetch_result *r = f->res;
     struct fetch_callbacks cb = f->cb;
@@ -787,10 +418,10 @@ finish(struct fetch *f, int outcome, const struct err *e)
     curl_multi_cleanup(f->multi); /* may still report sockets as removed */
     f->multi = NULL;
     while (f->socks != NULL) {
-        sock_unlink_close(f, f->socks);
+        fetch_sock_unlink_close(f, f->socks);
     }
     uv_timer_stop(&f->timer);
-    uv_close((uv_handle_t *)&f->timer, timer_closed);
+    uv_close((uv_handle_t *)&f->timer, fetch_timer_closed);
     curl_slist_free_all(f->resolve);
     f->resolve = NULL;
     set_current(f, NULL, NULL);
@@ -807,7 +438,7 @@ fail_with(struct fetch *f, int outcome, const struct err *e)
 {
     cur_hop(f)->outcome = outcome;
     snprintf(cur_hop(f)->detail, sizeof(cur_hop(f)->detail), "%s", e->msg);
-    finish(f, outcome, e);
+    fetch_finish_transfer(f, outcome, e);
 }
 
 static void next_asset(struct fetch *f);
@@ -891,7 +522,7 @@ next_asset(struct fetch *f)
             snprintf(a->reason, sizeof(a->reason), "%s", e.msg);
             end_easy(f);
             if (e.code == ERR_NOMEM) {
-                finish(f, FETCH_NOMEM, &e);
+                fetch_finish_transfer(f, FETCH_NOMEM, &e);
                 return;
             }
             continue;
@@ -899,7 +530,7 @@ next_asset(struct fetch *f)
         return; /* in flight; transfer_done continues */
     }
     if (f->state == ST_RUNNING) {
-        finish(f, FETCH_OK, NULL);
+        fetch_finish_transfer(f, FETCH_OK, NULL);
     }
 }
 
@@ -919,7 +550,7 @@ begin_assets(struct fetch *f)
     size_t n = 0;
 
     if (fetch_html_assets(buf_cstr(&r->body), r->body.len, r->final_url, &urls, &n, &e) != 0) {
-        finish(f, FETCH_NOMEM, &e);
+        fetch_finish_transfer(f, FETCH_NOMEM, &e);
         return;
     }
     if (n > 0) {
@@ -927,7 +558,7 @@ begin_assets(struct fetch *f)
         if (r->assets == NULL) {
             fetch_strv_free(urls, n);
             err_set(&e, ERR_NOMEM, "out of memory collecting assets");
-            finish(f, FETCH_NOMEM, &e);
+            fetch_finish_transfer(f, FETCH_NOMEM, &e);
             return;
         }
         for (size_t i = 0; i < n; i++) {
@@ -1011,7 +642,7 @@ transfer_done(struct fetch *f, CURLcode code)
             end_easy(f);
             set_current(f, norm, host);
             if (begin_transfer(f, &e) != 0) {
-                finish(f, FETCH_NOMEM, &e);
+                fetch_finish_transfer(f, FETCH_NOMEM, &e);
             }
             return;
         }
@@ -1023,7 +654,7 @@ transfer_done(struct fetch *f, CURLcode code)
             return;
         }
         end_easy(f);
-        finish(f, FETCH_DENIED, &e);
+        fetch_finish_transfer(f, FETCH_DENIED, &e);
         return;
     }
     h->outcome = FETCH_OK;
@@ -1036,7 +667,7 @@ transfer_done(struct fetch *f, CURLcode code)
         a->content_type = mem_strdup(ct ? ct : "");
         if (a->content_type == NULL) {
             err_set(&e, ERR_NOMEM, "out of memory");
-            finish(f, FETCH_NOMEM, &e);
+            fetch_finish_transfer(f, FETCH_NOMEM, &e);
             return;
         }
         if (status >= 200 && status < 300) {
@@ -1053,7 +684,7 @@ transfer_done(struct fetch *f, CURLcode code)
     r->final_url = mem_strdup(f->cur_url);
     if (r->content_type == NULL || r->final_url == NULL) {
         err_set(&e, ERR_NOMEM, "out of memory");
-        finish(f, FETCH_NOMEM, &e);
+        fetch_finish_transfer(f, FETCH_NOMEM, &e);
         return;
     }
     end_easy(f);
@@ -1061,11 +692,11 @@ transfer_done(struct fetch *f, CURLcode code)
         begin_assets(f);
         return;
     }
-    finish(f, FETCH_OK, NULL);
+    fetch_finish_transfer(f, FETCH_OK, NULL);
 }
 
-static void
-check_multi(struct fetch *f)
+void
+fetch_check_multi(struct fetch *f)
 {
     CURLMsg *m;
     int left;
@@ -1213,9 +844,9 @@ fetch_start(void *loop, const struct fetch_policy *policy, const struct fetch_re
         err_set(err, ERR_NOMEM, "out of memory starting a fetch");
         goto fail;
     }
-    curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+    curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, fetch_sock_cb);
     curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f);
-    curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, timerfn_cb);
+    curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, fetch_timerfn_cb);
     curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f);
     uv_timer_init(f->loop, &f->timer);
     f->timer.data = f;
@@ -1227,10 +858,10 @@ fetch_start(void *loop, const struct fetch_policy *policy, const struct fetch_re
         curl_multi_cleanup(f->multi);
         f->multi = NULL;
         while (f->socks != NULL) {
-            sock_unlink_close(f, f->socks);
+            fetch_sock_unlink_close(f, f->socks);
         }
         f->state = ST_CLOSING;
-        uv_close((uv_handle_t *)&f->timer, timer_closed);
+        uv_close((uv_handle_t *)&f->timer, fetch_timer_closed);
         curl_slist_free_all(f->resolve);
         set_current(f, NULL, NULL);
         mem_free(f->first_host);
@@ -1330,7 +961,7 @@ fetch_cancel(struct fetch *f)
     }
     f->cancelled = 1;
     /* Finish from the loop, never from inside the caller (who may be in a callback). */
-    uv_timer_start(&f->timer, timer_cb, 0, 0);
+    uv_timer_start(&f->timer, fetch_timer_cb, 0, 0);
 }
 
 struct run_ctx {
