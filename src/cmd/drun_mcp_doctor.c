@@ -30,6 +30,7 @@
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/userpath.h"
 #include "workspace/workspace.h"
 
 struct report {
@@ -363,6 +364,7 @@ check_db(struct report *r, const char *db, const struct policy *p)
     struct store *st = NULL;
     struct err err;
     char what[ERR_MSG_MAX + 4200];
+    char *expanded = NULL;
 
     if ((db == NULL || db[0] == '\0') && p != NULL && p->db_path != NULL) {
         db = p->db_path;
@@ -373,6 +375,15 @@ check_db(struct report *r, const char *db, const struct policy *p)
                   "config.toml");
         return;
     }
+    /* as drun-mcp does: "~" expanded, a missing directory made (0700) */
+    expanded = userpath_expand(db, &err);
+    if (expanded == NULL || userpath_make_parent(expanded, NULL, NULL, 0, &err) < 0) {
+        snprintf(what, sizeof(what), "cannot use '%s': %s", db, err.msg);
+        line_fail(r, "database", what, "name a path in a directory you can create or write");
+        mem_free(expanded);
+        return;
+    }
+    db = expanded;
     memset(&opts, 0, sizeof(opts));
     if (store_open(db, &opts, &st, &err) < 0) {
         snprintf(what, sizeof(what), "cannot open '%s': %s", db, err.msg);
@@ -381,11 +392,13 @@ check_db(struct report *r, const char *db, const struct policy *p)
                   : err.code == ERR_VERSION ? "use the newer drun that wrote it"
                                             : "name a writable path with --db (its directory must "
                                               "exist and be writable)");
+        mem_free(expanded);
         return;
     }
     store_close(st);
     snprintf(what, sizeof(what), "'%s' opens", db);
     line_ok("database", what);
+    mem_free(expanded);
 }
 
 static void

@@ -31,6 +31,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/timeutil.h"
+#include "util/userpath.h"
 
 #define PATH_MAX_LEN 4096
 #define DAY_MS       ((int64_t)86400000)
@@ -966,6 +967,11 @@ policy_config_path(const char *cli, char **path_out, int *explicit_out, struct e
     if (chosen != NULL) {
         if (chosen[0] == '\0' || has_control(chosen, strlen(chosen))) {
             return err_set(err, ERR_INVAL, "%s names an empty or malformed path", from);
+        }
+        if (chosen[0] == '~' && (chosen[1] == '/' || chosen[1] == '\0')) {
+            /* a client's JSON config passes "~/..." without a shell to expand it */
+            *path_out = userpath_expand(chosen, err);
+            return *path_out != NULL ? 0 : -1;
         }
         if (chosen[0] != '/') {
             char cwd[PATH_MAX_LEN];
