@@ -514,69 +514,41 @@ on_cancel(struct tool_call *call, void *arg)
 /* ---- read-only paths ------------------------------------------------------------------ */
 
 /*
- * The daemon's $PATH entries, resolved, existing directories only, deduplicated, once
- * per process (reference section 3.2). "/" is never one of them: binding the whole
- * host read-only would undo the sandbox's read set.
+ * The daemon's $PATH entries and what their tools need (shim managers' roots, the
+ * targets of their links and "#!" lines), resolved, once per process (reference section
+ * 3.2; host_toolchain_scan in host/ decides what may be bound). "/" is never one of
+ * them: binding the whole host read-only would undo the sandbox's read set.
  */
-static char *path_dirs[SANDBOX_RO_PATHS_MAX / 2];
-static size_t n_path_dirs;
+static struct host_toolchain toolchain;
 static char path_env[SANDBOX_PATH_MAX];
+/* The fixed variables, then the shim managers' roots (host_toolchain). */
+static const char *sandbox_env[2 + HOST_TOOLCHAIN_ENV_MAX] = {
+    "PYTHONPATH=/workspace/.packages/pip", "NODE_PATH=/workspace/.packages/npm/node_modules"};
+static size_t n_sandbox_env = 2;
 static int path_ready;
 
 static void
 path_init(void)
 {
-    const char *p = getenv("PATH");
-    struct buf inside;
+    struct err err;
 
     if (path_ready) {
         return;
     }
     path_ready = 1;
-    buf_init(&inside, sizeof(path_env) - 1);
-    while (p != NULL && *p != '\0') {
-        size_t n = strcspn(p, ":");
-        char raw[SANDBOX_PATH_MAX], real[SANDBOX_PATH_MAX];
-        struct stat sb;
-        int dup = 0;
-
-        if (n > 0 && n < sizeof(raw) && p[0] == '/') {
-            memcpy(raw, p, n);
-            raw[n] = '\0';
-            if (realpath(raw, real) != NULL && strcmp(real, "/") != 0 && stat(real, &sb) == 0 &&
-                S_ISDIR(sb.st_mode)) {
-                for (size_t i = 0; i < n_path_dirs; i++) {
-                    dup |= strcmp(path_dirs[i], real) == 0;
-                }
-                if (!dup && n_path_dirs < sizeof(path_dirs) / sizeof(path_dirs[0])) {
-                    path_dirs[n_path_dirs] = mem_strdup(real);
-                    if (path_dirs[n_path_dirs] != NULL) {
-                        n_path_dirs++;
-                    }
-                }
-                /* PATH inside names the entries as written: they are bound at real paths,
-                 * and a link (/bin -> usr/bin) is recreated inside as well. */
-                if (inside.len > 0) {
-                    buf_putc(&inside, ':');
-                }
-                buf_append(&inside, raw, n);
-            }
-        }
-        p += n;
-        if (*p == ':') {
-            p++;
-        }
+    if (host_toolchain_scan(getenv("PATH"), &toolchain, &err) < 0) {
+        log_warn("cannot look at $PATH's toolchains: %s", err.msg);
+        return;
     }
-    if (!buf_failed(&inside) && inside.len > 0) {
-        snprintf(path_env, sizeof(path_env), "%s", buf_cstr(&inside));
+    if (toolchain.path != NULL && strlen(toolchain.path) < sizeof(path_env)) {
+        snprintf(path_env, sizeof(path_env), "%s", toolchain.path);
     }
-    buf_release(&inside);
+    for (size_t i = 0; i < toolchain.n_env; i++) {
+        sandbox_env[n_sandbox_env++] = toolchain.env[i];
+    }
 }
 
 /* ---- the sandbox spec, and the session's prepared sandbox ------------------------------ */
-
-static const char *const sandbox_env[2] = {"PYTHONPATH=/workspace/.packages/pip",
-                                           "NODE_PATH=/workspace/.packages/npm/node_modules"};
 
 /*
  * Everything of the spec that comes from the policy and the process: read-only paths
@@ -590,9 +562,10 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     size_t n_ro = 0;
 
     path_init();
-    for (size_t i = 0; i < n_path_dirs && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
-        ro[n_ro++] = path_dirs[i];
+    for (size_t i = 0; i < toolchain.n_dirs && n_ro < SANDBOX_RO_PATHS_MAX / 2; i++) {
+        ro[n_ro++] = toolchain.dirs[i];
     }
+
     for (size_t i = 0; i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
         if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
             ro[n_ro++] = p->mount_allowlist.v[i];
@@ -602,12 +575,12 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     spec->workspace_dir = ws_path;
     spec->ro_paths = ro;
     spec->n_ro_paths = n_ro;
-    /* An allowlisted $HOME holds ~/.drun: its config and DB are covered inside. */
+    /* An allowlisted $HOME holds ~/.drun, a toolchain's root may hold the runtime
+     * directory: drun's own files beneath any bind are covered inside. */
     spec->hide_paths = hide;
-    spec->n_hide_paths = host_own_hidden((const char *const *)p->mount_allowlist.v,
-                                         p->mount_allowlist.n, hide, SANDBOX_RO_PATHS_MAX);
+    spec->n_hide_paths = host_own_hidden(ro, n_ro, hide, SANDBOX_RO_PATHS_MAX);
     spec->env = sandbox_env;
-    spec->n_env = 2;
+    spec->n_env = n_sandbox_env;
     spec->path_env = path_env[0] ? path_env : NULL;
     spec->limits.timeout_ms = p->bash_timeout_ms;
     spec->limits.memory_bytes = (uint64_t)p->sandbox_memory_mb << 20;

@@ -17,7 +17,7 @@ t_begin "doctor: a working host passes every check and exits 0"
 out=$(HOME="$T_TMP" "$mcp" doctor --db "$T_TMP/ok.db" 2>&1)
 rc=$?
 # As root there is one more line: the host user commands run as (never root).
-want_ok=7
+want_ok=8
 [ "$(id -u)" -eq 0 ] && want_ok=$((want_ok + 1))
 # And one for pdftotext when it is installed (a warning line otherwise).
 { [ -x /usr/local/bin/pdftotext ] || [ -x /usr/bin/pdftotext ] || [ -x /bin/pdftotext ]; } &&
