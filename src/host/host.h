@@ -36,6 +36,7 @@
 #define DRUN_HOST_HOST_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -143,8 +144,9 @@ int host_open_snapshot_file(const char *path, struct stat *sb, struct err *err);
  */
 struct host_tree_ops {
     void *ctx;
-    /* 1 if `name` (a directory) at `key` is an overlay to report instead of entering. */
-    int (*is_overlay)(void *ctx, const char *name);
+    /* 1 if `name` (a directory in the directory open at parentfd) is an overlay to report
+     * instead of entering. */
+    int (*is_overlay)(void *ctx, const char *name, int parentfd);
     int (*overlay)(void *ctx, const char *key);
     int (*file)(void *ctx, const char *key, int fd, const struct stat *sb);
     int (*link)(void *ctx, const char *key, const char *target, size_t len);
@@ -157,6 +159,15 @@ struct host_tree_ops {
 
 int host_read_tree(int dirfd, const char *shown_root, const struct host_tree_ops *ops,
                    struct err *err);
+
+/*
+ * 1 if the directory `name` in the directory open at parentfd holds at most max_bytes of
+ * regular-file bytes and HOST_SMALL_TREE_ENTRIES entries (links not followed, no other
+ * mount entered, HOST_TREE_DEPTH_MAX deep), 0 if it holds more (the walk stops there),
+ * -1 with err when it cannot be read. session_mount copies a small .git this way.
+ */
+#define HOST_SMALL_TREE_ENTRIES 100000
+int host_dir_within(int parentfd, const char *name, uint64_t max_bytes, struct err *err);
 
 /* ---- writing and deleting beneath a root (rules 2, 4, 6) -------------------------- */
 

@@ -81,6 +81,7 @@ struct policy {
 
     /* sessions */
     int64_t max_workspace_mb;
+    int64_t mount_git_copy_max_mb; /* a mounted .git up to this size is copied, not overlaid */
     int64_t max_sessions;
     int64_t max_checkpoints;
     int64_t session_idle_timeout_secs;

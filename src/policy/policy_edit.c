@@ -48,6 +48,7 @@ static const char config_template[] =
     "# env_allowlist = []\n"
     "# mount_overlay_paths = [\"node_modules\", \".venv\", \"venv\", \"target\", "
     "\"__pycache__\", \".git\"]\n"
+    "# mount_git_copy_max_mb = 64\n"
     "# bash_timeout_ms = 30000\n"
     "# bash_command_denylist = []\n"
     "# bash_command_allowlist = []      # empty: every command is allowed\n"

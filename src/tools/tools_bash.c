@@ -329,6 +329,80 @@ summarize(struct tool_call *call, const char *what, const char *command)
     tool_call_set_summary(call, "%s: %s", what, c);
 }
 
+/* 1 if the stored bytes of o (or its tail) hold needle. */
+static int
+output_has(const struct sandbox_output *o, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    return (o->data.len >= n && memmem(o->data.data, o->data.len, needle, n) != NULL) ||
+           (o->tail_len >= n && memmem(o->tail, o->tail_len, needle, n) != NULL);
+}
+
+/*
+ * A write under a read-only overlay fails with a bare EROFS ("Read-only file system"),
+ * which tells an agent nothing about why /workspace/.git is not writable. When a command
+ * failed saying so and the session has overlays, the result names them: "hint" in a
+ * sentence, "read_only_overlays" as [{key, host_path}] (those whose key the output
+ * mentions, else all of them).
+ */
+static void
+add_overlay_hint(struct tools_env *env, const char *sid, const struct sandbox_result *res,
+                 cJSON *st)
+{
+    struct store_overlay *ov = NULL;
+    size_t n = 0, named = 0;
+    struct err err;
+    struct buf keys;
+    cJSON *list;
+
+    if (res->exit_code == 0 || (!output_has(&res->err, "Read-only file system") &&
+                                !output_has(&res->out, "Read-only file system"))) {
+        return;
+    }
+    if (store_overlay_list(env->store, sid, &ov, &n, &err) < 0 || n == 0) {
+        store_overlay_list_free(ov, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        named += output_has(&res->err, ov[i].key) || output_has(&res->out, ov[i].key);
+    }
+    list = cJSON_CreateArray();
+    buf_init(&keys, 4096);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        cJSON *o;
+        if (named > 0 && !output_has(&res->err, ov[i].key) && !output_has(&res->out, ov[i].key)) {
+            continue;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "key", ov[i].key);
+        cJSON_AddStringToObject(o, "host_path", ov[i].host_path);
+        cJSON_AddItemToArray(list, o);
+        buf_printf(&keys, "%s/workspace/%s", keys.len > 0 ? ", " : "", ov[i].key);
+    }
+    if (list != NULL && !buf_failed(&keys)) {
+        struct buf h;
+        buf_init(&h, 8192);
+        buf_printf(&h,
+                   "the command hit a read-only file system: %s %s a read-only overlay of a "
+                   "host directory (mount_overlay_paths), bound into the sandbox as it is on "
+                   "the host and never checkpointed; writes under it fail with EROFS. Write "
+                   "elsewhere in /workspace, or ask the operator to remove the name from "
+                   "mount_overlay_paths (a .git up to mount_git_copy_max_mb is copied) and "
+                   "mount again",
+                   buf_cstr(&keys), cJSON_GetArraySize(list) == 1 ? "is" : "are each");
+        if (!buf_failed(&h)) {
+            cJSON_AddStringToObject(st, "hint", buf_cstr(&h));
+        }
+        buf_release(&h);
+        cJSON_AddItemToObject(st, "read_only_overlays", list);
+        list = NULL;
+    }
+    cJSON_Delete(list);
+    buf_release(&keys);
+    store_overlay_list_free(ov, n);
+}
+
 static void bash_commit(struct bash_run *r);
 
 static void
@@ -483,6 +557,7 @@ bash_commit(struct bash_run *r)
     cJSON_AddBoolToObject(st, "warm", res->warm);
     cJSON_AddItemToObject(st, "stdout_tail", tail_json(&res->out));
     cJSON_AddItemToObject(st, "stderr_tail", tail_json(&res->err));
+    add_overlay_hint(env, session_id(r->s), res, st);
     {
         int64_t t_commit = time_mono_us();
         tool_call_done_json(call, st);
