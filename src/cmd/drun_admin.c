@@ -813,15 +813,24 @@ run_audit(const struct admin *a, int argc, char **argv)
         return cmd_audit_tail(a, &f, follow);
     }
     if (strcmp(argv[0], "show") == 0) {
+        static const struct option opts[] = {{"raw", no_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
         long long id;
-        int raw = argc == 3 && strcmp(argv[1], "--raw") == 0;
-        if (argc != 2 + raw) {
-            return admin_usage_error("'audit show' takes one row id (and --raw before it)");
+        int raw = 0, c;
+
+        admin_getopt_reset();
+        while ((c = admin_getopt(argc, argv, ":", opts, "audit show")) != -1) {
+            if (c != 'r') {
+                return EXIT_USAGE;
+            }
+            raw = 1;
         }
-        id = admin_parse_count(argv[1 + raw], (long long)1 << 62);
+        if (argc - optind != 1) {
+            return admin_usage_error("'audit show' takes one row id (and --raw)");
+        }
+        id = admin_parse_count(argv[optind], (long long)1 << 62);
         if (id < 1) {
             return admin_usage_error("an audit row id is a positive number, not '%s'",
-                                     argv[1 + raw]);
+                                     argv[optind]);
         }
         return cmd_audit_show(a, id, raw);
     }
