@@ -81,7 +81,7 @@ usage(FILE *f)
             "--file    edit this file instead (e.g. a project's .mcp.json or .cursor/mcp.json)\n"
             "--dry-run print the change and write nothing\n"
             "Running it again changes nothing. Before a change the file is copied to\n"
-            "FILE.drun-backup.\n");
+            "FILE.drun-backup. Quit the client first: some rewrite their file while running.\n");
 }
 
 /* The client's default file into out. */
@@ -372,6 +372,32 @@ backup(const char *path, const struct buf *text, mode_t mode, struct buf *bak, s
     return policy_write_atomic(buf_cstr(bak), text->data ? text->data : "", text->len, mode, err);
 }
 
+/* The entry as it would read in the client's file (dry run). */
+static void
+print_entry(const struct client *c, const char *command, const char *const *args, size_t n)
+{
+    if (c->fmt == FMT_TOML) {
+        struct buf b;
+        struct err err;
+        int changed;
+
+        buf_init(&b, 1 << 20);
+        if (policy_toml_set_server("", 0, "(entry)", c->key, SERVER_NAME, command, args, n, &b,
+                                   &changed, &err) == 0) {
+            fputs(buf_cstr(&b), stdout);
+        }
+        buf_release(&b);
+    } else {
+        cJSON *e = json_entry(c, command, args, n);
+        char *text = e != NULL ? cJSON_Print(e) : NULL;
+        if (text != NULL) {
+            printf("\"%s\": { \"%s\": %s }\n", c->key, SERVER_NAME, text);
+        }
+        cJSON_free(text);
+        cJSON_Delete(e);
+    }
+}
+
 int
 drun_mcp_init_main(int argc, char **argv, const char *db, const char *config)
 {
@@ -491,17 +517,12 @@ drun_mcp_init_main(int argc, char **argv, const char *db, const char *config)
         goto done;
     }
     if (dry) {
-        printf("would %s the MCP server '%s' in '%s' (%s): command '%s', args:",
-               exists ? "update" : "create the file with", SERVER_NAME, buf_cstr(&path), c->what,
-               self);
-        for (size_t i = 0; i < n_args; i++) {
-            printf(" '%s'", args[i]);
-        }
-        printf("\n--- the file would read:\n%s", buf_cstr(&out));
-        if (out.len > 0 && out.data[out.len - 1] != '\n') {
-            putchar('\n');
-        }
-        printf("--- (dry run: nothing was written)\n");
+        /* the entry, not the whole file: ~/.claude.json holds the client's history too */
+        printf("would %s the MCP server '%s' in '%s' (%s)%s:\n",
+               exists ? "set" : "create the file with", SERVER_NAME, buf_cstr(&path), c->what,
+               exists ? ", keeping everything else, after copying it to FILE.drun-backup" : "");
+        print_entry(c, self, args, n_args);
+        printf("(dry run: nothing was written)\n");
         rc = 0;
         goto done;
     }
