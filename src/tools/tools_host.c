@@ -353,9 +353,12 @@ mount_cb_is_overlay(void *ctx, const char *name, int parentfd)
 
     for (size_t i = 0; i < mt->p->mount_overlay_paths.n; i++) {
         if (strcmp(mt->p->mount_overlay_paths.v[i], name) == 0) {
-            if (strcmp(name, ".git") == 0 && mt->p->mount_git_copy_max_mb > 0 &&
-                host_dir_within(parentfd, name, (uint64_t)mt->p->mount_git_copy_max_mb * MIB,
-                                &err) == 1) {
+            /* Bounded by half of what max_workspace_mb leaves too, so copying a .git
+             * never makes a mount fail that an overlay would have let through. */
+            uint64_t max = (uint64_t)mt->p->mount_git_copy_max_mb * MIB;
+            uint64_t left = mt->limit > mt->bytes ? (mt->limit - mt->bytes) / 2 : 0;
+            if (strcmp(name, ".git") == 0 && max > 0 &&
+                host_dir_within(parentfd, name, max < left ? max : left, &err) == 1) {
                 return 0;
             }
             return 1;

@@ -146,6 +146,14 @@ await R.run('one byte past mount_git_copy_max_mb: an overlay', async () => {
   assertEq(m.overlays.map((o) => o.key), ['.git'], 'overlay past the edge');
 });
 
+await R.run('a .git within mount_git_copy_max_mb but past half of max_workspace_mb: an overlay, the mount succeeds', async () => {
+  writeConfig('mount_git_copy_max_mb = 64\nmax_workspace_mb = 1');
+  await ok('create_session', {});
+  const m = await ok('session_mount', { path: atEdge, description: 'mount' });
+  assertEq(m.overlays.map((o) => o.key), ['.git'], 'overlay, not a failed mount');
+  writeConfig('mount_git_copy_max_mb = 1');
+});
+
 await R.run('get_config shows mount_git_copy_max_mb', async () => {
   const g = await ok('get_config', {});
   const v = g.mount_git_copy_max_mb ?? g.config?.mount_git_copy_max_mb ?? JSON.stringify(g).match(/"mount_git_copy_max_mb":(\d+)/)?.[1];
