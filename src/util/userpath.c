@@ -36,7 +36,7 @@ userpath_expand(const char *path, struct err *err)
     buf_init(&b, USERPATH_MAX - 1);
     buf_puts(&b, home);
     /* "/" as HOME plus "/x" would give "//x": harmless, but keep it tidy */
-    if (b.len > 1 && buf_cstr(&b)[b.len - 1] == '/' && path[1] == '/') {
+    if (b.len >= 1 && buf_cstr(&b)[b.len - 1] == '/' && path[1] == '/') {
         b.len--;
     }
     buf_puts(&b, path + 1);
