@@ -946,7 +946,8 @@ main(int argc, char **argv)
         static const char *const names[] = {"db", "audit", "gc", "sessions", "snapshot"};
         static int (*const runs[])(const struct admin *, int, char **) = {
             run_db, run_audit, run_gc, admin_run_sessions, admin_run_snapshot};
-        int which = -1, help = 0;
+        int which = -1, help = 0, rc;
+        char *db_owned = NULL;
 
         for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
             if (strcmp(argv[i], names[k]) == 0) {
@@ -975,9 +976,11 @@ main(int argc, char **argv)
                 if (expanded == NULL) {
                     return admin_fail(&err);
                 }
-                a.db = expanded; /* lives until exit */
+                a.db = db_owned = expanded;
             }
         }
-        return runs[which](&a, argc - i - 1, argv + i + 1);
+        rc = runs[which](&a, argc - i - 1, argv + i + 1);
+        mem_free(db_owned);
+        return rc;
     }
 }

@@ -26,14 +26,18 @@ t_begin "the installed programs run"
     t_ok || t_fail "--version failed"
 
 if command -v sqlite3 >/dev/null 2>&1; then
+    # An ASan build's extension (make check) loads into the uninstrumented sqlite3 only
+    # with the ASan runtime preloaded.
+    asan_rt=$(ldd "$BUILD/drun-sqlite.so" 2>/dev/null | awk '/libasan/ { print $3 }')
     db="$T_TMP/x.db"
     "$D/usr/local/bin/drun-admin" --db "$db" db migrate >/dev/null
     q="select count(*) from pragma_function_list where name = 'drun_blob';"
     t_begin "sqlite3 .load with the installed path (no suffix)"
-    r=$(sqlite3 "$db" ".load $D/usr/local/lib/drun-sqlite" "$q" 2>&1)
+    r=$(LD_PRELOAD="$asan_rt" sqlite3 "$db" ".load $D/usr/local/lib/drun-sqlite" "$q" 2>&1)
     [ "$r" = 1 ] && t_ok || t_fail "$r"
     t_begin "sqlite3 .load drun-sqlite by name, the directory on the loader's path"
-    r=$(cd "$T_TMP" && LD_LIBRARY_PATH="$D/usr/local/lib" sqlite3 "$db" ".load drun-sqlite" "$q" 2>&1)
+    r=$(cd "$T_TMP" && LD_PRELOAD="$asan_rt" LD_LIBRARY_PATH="$D/usr/local/lib" sqlite3 "$db" \
+        ".load drun-sqlite" "$q" 2>&1)
     [ "$r" = 1 ] && t_ok || t_fail "$r"
     t_begin "make install says how to .load it from a PREFIX off the loader's path"
     grep -q "\.load /usr/local/lib/drun-sqlite" "$T_TMP/out" && t_ok || t_fail "$(cat "$T_TMP/out")"
