@@ -70,6 +70,13 @@ config_main(int argc, char **argv, const char *config)
 {
     struct err err;
 
+    if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+        printf("usage: drun-mcp config add-path DIR | remove-path DIR | add-domain HOST | "
+               "remove-domain HOST | list [--config PATH]\n"
+               "Edits mount_allowlist or domain_allowlist in config.toml in place, keeping "
+               "comments (docs/configuration.md).\n");
+        return 0;
+    }
     if (policy_config_cli(argc, argv, config, stdout, &err) < 0) {
         fprintf(stderr, "drun-mcp: %s\n", err.msg);
         return err.code == ERR_INVAL ? 2 : 1;

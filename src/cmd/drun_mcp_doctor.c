@@ -544,11 +544,12 @@ check_db(struct report *r, const char *db, const struct policy *p)
 }
 
 static void
-usage(void)
+usage(FILE *stream)
 {
-    fprintf(stderr, "usage: drun-mcp doctor [--db PATH] [--config PATH]\n"
+    fprintf(stream, "usage: drun-mcp doctor [--db PATH] [--config PATH]\n"
                     "Checks bwrap, user namespaces, the runtime directory, the config, the "
-                    "database and one\nsandboxed command; prints one line per check and exits "
+                    "database, one\nsandboxed command and the $PATH toolchains; prints one line "
+                    "per check and exits "
                     "0 if all pass, 1 otherwise.\n");
 }
 
@@ -565,11 +566,11 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage();
+            usage(stdout);
             return 0;
         } else {
             fprintf(stderr, "drun-mcp doctor: unknown or incomplete option '%s'\n", argv[i]);
-            usage();
+            usage(stderr);
             return 2;
         }
     }

@@ -72,6 +72,13 @@ for p in "$M" "$A"; do
     [ "$(rc)" = 2 ] && has err "bogus" && [ ! -s "$T_TMP/out" ] && t_ok || t_fail "rc $(rc)"
 done
 
+for sub in "doctor" "config" "init"; do
+    t_begin "drun-mcp $sub --help: usage on stdout, exit 0"
+    run "$M" $sub --help
+    [ "$(rc)" = 0 ] && has out "usage: drun-mcp $sub" && [ ! -s "$T_TMP/err" ] && t_ok ||
+        t_fail "rc $(rc): $(cat "$T_TMP/err")"
+done
+
 t_begin "drun-admin: an option missing its value is a usage error"
 run "$A" --db "$H/x.db" audit tail -n
 [ "$(rc)" = 2 ] && has err "'-n' to 'audit tail' needs a value" && t_ok ||
