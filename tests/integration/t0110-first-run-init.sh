@@ -241,6 +241,12 @@ run "$M" init
 [ "$r1" = 2 ] && [ "$(rc)" = 2 ] && has err "claude, codex, gemini, cursor or vscode" && t_ok ||
     t_fail "rc $r1 $(rc)"
 
+t_begin "CODEX_HOME, CLAUDE_CONFIG_DIR and XDG_CONFIG_HOME move the files"
+run env HOME="$I" CODEX_HOME="$T_TMP/ch" CLAUDE_CONFIG_DIR="$T_TMP/cc" XDG_CONFIG_HOME="$T_TMP/xdg" \
+    sh -c "'$M' init codex --db '$DB' && '$M' init claude --db '$DB' && '$M' init vscode --db '$DB'"
+[ "$(rc)" = 0 ] && [ -f "$T_TMP/ch/config.toml" ] && [ -f "$T_TMP/cc/.claude.json" ] &&
+    [ -f "$T_TMP/xdg/Code/User/mcp.json" ] && t_ok || t_fail "rc $(rc): $(cat "$T_TMP/err")"
+
 t_begin "init --file names another file (a project's .mcp.json)"
 run env HOME="$I" "$M" init claude --file "$T_TMP/proj/.mcp.json" --db "$DB"
 [ "$(rc)" = 0 ] && python3 -c "import json,sys; json.load(open(sys.argv[1]))['mcpServers']['drun']" \
