@@ -276,7 +276,8 @@ int host_export(const struct policy *p, const struct policy_hostpath *hp,
  *  - for each executable in an entry that is a link, or a script whose "#!" names an
  *    interpreter, the directory the resolved target lives in, or the prefix above it
  *    when that directory is bin/, sbin/ or libexec/ (a venv, a Cellar keg, a version of
- *    a runtime needs its lib/ too);
+ *    a runtime needs its lib/ too); nothing when that directory is bound already (a
+ *    link beside its target does not bind the prefix: ~/.cargo holds credentials);
  *  - the root of a shim manager: the parent of an entry named "shims", and the
  *    directories PYENV_ROOT, RBENV_ROOT, ASDF_DATA_DIR, MISE_DATA_DIR, VOLTA_HOME,
  *    RUSTUP_HOME, CARGO_HOME and HOMEBREW_PREFIX name, and rustup's ~/.rustup beside a

@@ -157,6 +157,12 @@ add_program_home(struct host_toolchain *t, const char *file, struct err *err)
         return 0;
     }
     *slash = '\0';
+    /* A target beside what is bound already (rustup's links in ~/.cargo/bin) needs no
+     * more: going up to the prefix there would bind ~/.cargo whole, credentials.toml
+     * and all, or ~/.local for a link between two files of ~/.local/bin. */
+    if (covered(t, dir)) {
+        return 0;
+    }
     base = strrchr(dir, '/') + 1;
     if (strcmp(base, "bin") == 0 || strcmp(base, "sbin") == 0 || strcmp(base, "libexec") == 0) {
         char *up = strrchr(dir, '/');

@@ -38,7 +38,13 @@ mkdirSync(links);
 symlinkSync(`${home}/tool.sh`, `${links}/hometool`);
 symlinkSync('/proc/self/environ', `${links}/environ`);
 symlinkSync('/', `${links}/slash`);
-const PATH = `${root}/shims:${links}:${home}:/usr/local/bin:/usr/bin:/bin`;
+// rustup-style: ~/.cargo/bin/cargo -> rustup beside it; ~/.cargo holds credentials
+const cargo = `${dir}/tc/.cargo`;
+mkdirSync(`${cargo}/bin`, { recursive: true });
+script(`${cargo}/bin/rustup`, 'echo rustup ok');
+symlinkSync('rustup', `${cargo}/bin/cargo`);
+writeFileSync(`${cargo}/credentials.toml`, '[registry]\ntoken = "SECRET-TOKEN"\n');
+const PATH = `${root}/shims:${links}:${cargo}/bin:${home}:/usr/local/bin:/usr/bin:/bin`;
 const d = await start({
   configPath: `${root}/drun/config.toml`, dbPath: `${root}/drun/drun.db`, config: 'bash_timeout_ms = 30000\n',
   env: { HOME: home, PATH, PYENV_ROOT: '/', ASDF_DATA_DIR: '/proc/self/root', VOLTA_HOME: home,
@@ -53,6 +59,10 @@ await check('a pyenv-style shim runs the interpreter under its root', async () =
 await check('$HOME as an entry, a link into it, VOLTA_HOME=$HOME: HOME stays unbound', async () => {
   const b = await d.bash(s, `cat '${home}/.ssh/id_test' 2>&1; ls '${home}' 2>&1; hometool; echo rc=$?`);
   return !/PRIVATE KEY|tool\.sh\n/.test(b.stdout_tail) && /rc=127/.test(b.stdout_tail) || JSON.stringify(b.stdout_tail + b.stderr_tail);
+});
+await check('a link beside its target (rustup) runs and does not bind the prefix (credentials)', async () => {
+  const b = await d.bash(s, `cargo; cat '${cargo}/credentials.toml' 2>&1; true`);
+  return /rustup ok/.test(b.stdout_tail) && !/SECRET-TOKEN/.test(b.stdout_tail) || JSON.stringify(b.stdout_tail);
 });
 await check('PYENV_ROOT=/ and a link to / do not bind the host root', async () => {
   const b = await d.bash(s, 'ls /; test -e /var && echo SEES-VAR; test -e /srv && echo SEES-SRV; true');

@@ -704,9 +704,16 @@ TEST(toolchain_binds_what_path_needs)
         snprintf(body, sizeof(body), "#!%s -x\n", f);
         tc_script(path, body);
     }
-    /* $PATH: those two, HOME itself and /proc as entries, a relative and a missing one */
-    snprintf(path, sizeof(path), "%s:%s:%s:/proc:relative/bin:%s/missing:/usr/bin", shims, links,
-             home, t);
+    /* rustup-style: links beside their target in <prefix>/bin, a secret in the prefix */
+    snprintf(f, sizeof(f), "%s/cargo/bin", t);
+    tc_mkdirs(f);
+    snprintf(f, sizeof(f), "%s/cargo/bin/rustup", t);
+    tc_script(f, "#!/bin/sh\n");
+    snprintf(path, sizeof(path), "%s/cargo/bin/cargo", t);
+    CHECK(symlink("rustup", path) == 0);
+    /* $PATH: those three, HOME itself and /proc as entries, a relative and a missing one */
+    snprintf(path, sizeof(path), "%s:%s:%s/cargo/bin:%s:/proc:relative/bin:%s/missing:/usr/bin",
+             shims, links, t, home, t);
     CHECK_OK(host_toolchain_scan(path, &tc, &err), &err);
     snprintf(f, sizeof(f), "%s/.pyenv", t);
     CHECK_MSG(tc_has(&tc, f), "the pyenv root is bound");
@@ -717,6 +724,10 @@ TEST(toolchain_binds_what_path_needs)
     snprintf(f, sizeof(f), "%s/interp", t);
     CHECK_MSG(tc_has(&tc, f), "a #! interpreter's prefix is bound");
     CHECK_MSG(!tc_has(&tc, home), "HOME is never bound");
+    snprintf(f, sizeof(f), "%s/cargo", t);
+    CHECK_MSG(!tc_has(&tc, f), "a link beside its target does not bind the prefix");
+    snprintf(f, sizeof(f), "%s/cargo/bin", t);
+    CHECK(tc_has(&tc, f));
     for (size_t i = 0; i < tc.n_dirs; i++) {
         CHECK_MSG(strcmp(tc.dirs[i], "/") != 0 && strncmp(tc.dirs[i], "/proc", 5) != 0 &&
                       strncmp(tc.dirs[i], "/sys", 4) != 0 && strncmp(tc.dirs[i], "/dev", 4) != 0,
