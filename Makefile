@@ -174,7 +174,12 @@ INSTALL       ?= install
 INSTALL_DOCS  := README.md docs/architecture.md docs/security.md docs/tools.md \
                  docs/configuration.md docs/admin.md schema/README.md
 
-install: $(BUILD)/drun-mcp $(BUILD)/drun-admin $(BUILD)/drun-sqlite.so
+# install builds nothing (so `sudo make install` leaves no root-owned files in build/, and
+# an ASan build is installed as it was built): run `make` first.
+install:
+	@for f in $(BUILD)/drun-mcp $(BUILD)/drun-admin $(BUILD)/drun-sqlite.so; do \
+	    [ -f "$$f" ] || { echo "make install: '$$f' is not built; run 'make' first" >&2; exit 1; }; \
+	done
 	$(INSTALL) -d -m 0755 "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(SQLITE_EXTDIR)" "$(DESTDIR)$(DOCDIR)"
 	$(INSTALL) -m 0755 $(BUILD)/drun-mcp $(BUILD)/drun-admin "$(DESTDIR)$(BINDIR)/"
 	$(INSTALL) -m 0644 $(BUILD)/drun-sqlite.so "$(DESTDIR)$(SQLITE_EXTDIR)/drun-sqlite.so"

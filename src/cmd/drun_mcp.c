@@ -327,6 +327,7 @@ main(int argc, char **argv)
             policy_store_free(policy);
             mem_free(config_path);
             mem_free(db_owned);
+            mem_free(runtime_dir);
             return 1;
         }
         if (created) {

@@ -46,6 +46,14 @@ else
     t_skip "no sqlite3 command"
 fi
 
+t_begin "make install with nothing built says to run make first, installs nothing"
+if make -s -C "$T_TOP" BUILD="$T_TMP/empty-build" DESTDIR="$T_TMP/d2" install >"$T_TMP/out" 2>&1; then
+    t_fail "it succeeded"
+else
+    grep -q "is not built; run 'make' first" "$T_TMP/out" && [ ! -e "$T_TMP/d2" ] && t_ok ||
+        t_fail "$(cat "$T_TMP/out")"
+fi
+
 t_begin "make uninstall removes what install put"
 inst uninstall && [ -z "$(find "$D" -type f)" ] && t_ok || t_fail "$(find "$D" -type f)"
 
