@@ -187,14 +187,25 @@ check_toolchains(struct report *r, const struct policy *p)
     char ws[] = "/tmp/drun-doctor-XXXXXX";
     struct buf ran;
     struct err err;
+    uint32_t uid = 0, gid = 0;
     int failed = 0;
 
     if (host_toolchain_scan(path_env, &tc, &err) < 0) {
         line_fail(r, "toolchains", err.msg, "check $PATH");
         return;
     }
-    if (mkdtemp(ws) == NULL) {
+    {
+        /* the scratch workspace belongs to the user commands run as (a root daemon's
+         * sandbox_uid), as session_bash's workspaces do */
+        struct sandbox_spec who;
+        memset(&who, 0, sizeof(who));
+        who.uid = p != NULL ? (uint32_t)p->sandbox_uid : 0;
+        who.gid = p != NULL ? (uint32_t)p->sandbox_gid : 0;
+        sandbox_user(&who, &uid, &gid);
+    }
+    if (mkdtemp(ws) == NULL || (geteuid() == 0 && chown(ws, uid, gid) != 0)) {
         line_skip("toolchains", "cannot make a scratch workspace in /tmp");
+        rmdir(ws);
         host_toolchain_release(&tc);
         return;
     }
@@ -232,6 +243,8 @@ check_toolchains(struct report *r, const struct policy *p)
         spec.command_len = strlen(cmd);
         sandbox_limits_default(&spec.limits);
         spec.limits.timeout_ms = 30000;
+        spec.uid = uid;
+        spec.gid = gid;
         if (sandbox_run(&spec, &res, &err) < 0 || res.failed) {
             snprintf(what, sizeof(what), "'%s' cannot be tried: %s", where,
                      res.failed ? res.error.msg : err.msg);
@@ -243,14 +256,21 @@ check_toolchains(struct report *r, const struct policy *p)
             first_line(&res.err, why, sizeof(why));
             snprintf(what, sizeof(what), "'%s' runs on the host but exits %d in the sandbox%s%s%s",
                      where, res.exit_code, why[0] ? " (" : "", why, why[0] ? ")" : "");
-            printf("FAIL toolchain %s: %s; fix: %s\n", name, what,
-                   res.exit_code == 127
-                       ? "it or what it runs lives where drun binds nothing (the top of $HOME, "
-                         "or a manager root no variable names): export the manager's root "
-                         "(PYENV_ROOT, RBENV_ROOT, ASDF_DATA_DIR, MISE_DATA_DIR, VOLTA_HOME, "
-                         "HOMEBREW_PREFIX) to drun-mcp, install it outside $HOME's top level, "
-                         "or add its directory to mount_allowlist"
-                       : "run it by hand with the same PATH to see what it needs");
+            if (!sandbox_reachable(where, uid, gid)) {
+                printf("FAIL toolchain %s: %s; fix: the sandbox user (uid %lu, sandbox_uid) "
+                       "cannot reach '%s': make every directory on the way searchable by it "
+                       "(chmod o+x), install the tool elsewhere, or set sandbox_uid\n",
+                       name, what, (unsigned long)uid, where);
+            } else {
+                printf("FAIL toolchain %s: %s; fix: %s\n", name, what,
+                       res.exit_code == 127
+                           ? "it or what it runs lives where drun binds nothing (the top of "
+                             "$HOME, or a manager root no variable names): export the manager's "
+                             "root (PYENV_ROOT, RBENV_ROOT, ASDF_DATA_DIR, MISE_DATA_DIR, "
+                             "VOLTA_HOME, HOMEBREW_PREFIX) to drun-mcp, install it outside "
+                             "$HOME's top level, or add its directory to mount_allowlist"
+                           : "run it by hand with the same PATH to see what it needs");
+            }
             r->failed = 1;
             failed++;
         } else {

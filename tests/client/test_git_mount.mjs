@@ -7,7 +7,7 @@
 // overlay, and a command that fails writing under it gets a result naming the overlay.
 // The size bound is tested at and one byte past its edge. Cold and warm.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -50,6 +50,8 @@ try {
 }
 
 const tmp = makeTmp();
+// a root daemon's commands run as an unprivileged host user, who must reach what is bound
+chmodSync(tmp, 0o711);
 const db = join(tmp, 'g.db');
 const cfg = join(tmp, 'config.toml');
 const repo = join(tmp, 'repo');

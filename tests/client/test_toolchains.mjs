@@ -51,6 +51,8 @@ try {
 }
 
 const tmp = makeTmp();
+// a root daemon's commands run as an unprivileged host user, who must reach what is bound
+chmodSync(tmp, 0o711);
 const db = join(tmp, 't.db');
 const home = join(tmp, 'home');
 function script(path, body) {
@@ -91,7 +93,9 @@ symlinkSync(join(venv, 'bin', 'faketool'), join(links, 'faketool'));
 symlinkSync(join(home, 'tool.sh'), join(links, 'hometool'));
 symlinkSync('/proc/self/environ', join(links, 'environ'));
 
-const PATH = `${join(pyenv, 'shims')}:${links}:${process.env.PATH}`;
+// the system's directories after ours: the test runner's own toolchains (under /root, say)
+// may be out of the sandbox user's reach, which doctor rightly reports
+const PATH = `${join(pyenv, 'shims')}:${links}:/usr/local/bin:/usr/bin:/bin`;
 // the managers' variables of the machine running the test would name other roots
 const baseEnv = { ...process.env };
 for (const v of ['PYENV_ROOT', 'RBENV_ROOT', 'ASDF_DATA_DIR', 'MISE_DATA_DIR', 'VOLTA_HOME', 'HOMEBREW_PREFIX']) delete baseEnv[v];
