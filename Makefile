@@ -55,7 +55,7 @@ TEST_BIN   := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(if $(MCP_SRC),$(BUILD)/drun-mcp) $(if $(ADMIN_SRC),$(BUILD)/drun-admin) \
          $(if $(SQLEXT_SRC),$(BUILD)/drun-sqlite.so)
 
-.PHONY: all test check lint unit asan bench clean format
+.PHONY: all test check lint unit asan bench clean format install uninstall
 .SECONDARY:
 all: $(PROGS) $(TEST_BIN)
 
@@ -157,5 +157,47 @@ bench: all
 
 clean:
 	rm -rf $(BUILD)
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the two programs, the SQLite
+# extension and the docs. sqlite3's `.load drun-sqlite` passes the bare name to the
+# dynamic loader (adding ".so"), which searches LD_LIBRARY_PATH and the system library
+# directories (/usr/lib, /lib and their multiarch subdirectories), but not /usr/local/lib
+# for a file whose name does not start with "lib". So with PREFIX=/usr the name alone
+# works; elsewhere use the full path (.load /usr/local/lib/drun-sqlite), LD_LIBRARY_PATH,
+# or SQLITE_EXTDIR=/usr/lib/$$(gcc -print-multiarch).
+PREFIX        ?= /usr/local
+BINDIR        ?= $(PREFIX)/bin
+LIBDIR        ?= $(PREFIX)/lib
+SQLITE_EXTDIR ?= $(LIBDIR)
+DOCDIR        ?= $(PREFIX)/share/doc/drun
+INSTALL       ?= install
+INSTALL_DOCS  := README.md docs/architecture.md docs/security.md docs/tools.md \
+                 docs/configuration.md docs/admin.md schema/README.md
+
+# install builds nothing (so `sudo make install` leaves no root-owned files in build/, and
+# an ASan build is installed as it was built): run `make` first.
+install:
+	@for f in $(BUILD)/drun-mcp $(BUILD)/drun-admin $(BUILD)/drun-sqlite.so; do \
+	    [ -f "$$f" ] || { echo "make install: '$$f' is not built; run 'make' first" >&2; exit 1; }; \
+	done
+	$(INSTALL) -d -m 0755 "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(SQLITE_EXTDIR)" "$(DESTDIR)$(DOCDIR)"
+	$(INSTALL) -m 0755 $(BUILD)/drun-mcp $(BUILD)/drun-admin "$(DESTDIR)$(BINDIR)/"
+	$(INSTALL) -m 0644 $(BUILD)/drun-sqlite.so "$(DESTDIR)$(SQLITE_EXTDIR)/drun-sqlite.so"
+	@for f in $(INSTALL_DOCS); do \
+	    [ -f "$$f" ] || continue; \
+	    case $$f in schema/*) n=schema.md ;; *) n=$$(basename "$$f") ;; esac; \
+	    $(INSTALL) -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/$$n" || exit 1; \
+	done
+	@echo "installed drun-mcp and drun-admin in $(BINDIR), drun-sqlite.so in $(SQLITE_EXTDIR)"
+	@echo "next: drun-mcp doctor --db ~/.drun/drun.db; drun-mcp init claude (or codex, gemini, cursor, vscode)"
+	@case "$(SQLITE_EXTDIR)" in /usr/lib|/lib|/usr/lib/*-*|/lib/*-*) \
+	    echo "sqlite3: .load drun-sqlite" ;; \
+	 *) echo "sqlite3: .load $(SQLITE_EXTDIR)/drun-sqlite (the bare name needs LD_LIBRARY_PATH=$(SQLITE_EXTDIR))" ;; \
+	 esac
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/drun-mcp" "$(DESTDIR)$(BINDIR)/drun-admin" \
+	      "$(DESTDIR)$(SQLITE_EXTDIR)/drun-sqlite.so"
+	rm -rf "$(DESTDIR)$(DOCDIR)"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

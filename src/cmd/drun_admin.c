@@ -15,6 +15,7 @@
  */
 #include <cJSON.h>
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,12 +31,18 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/timeutil.h"
+#include "util/userpath.h"
 #include "workspace/workspace.h"
 
 #define TAIL_DEFAULT 20
 
+#ifndef DRUN_VERSION
+#define DRUN_VERSION "0.1.0"
+#endif
+
 static const char USAGE[] =
     "usage: drun-admin [--db PATH] [--config PATH] [--json] COMMAND\n"
+    "       drun-admin --version | --help\n"
     "\n"
     "commands:\n"
     "  sessions list [--all]     open sessions (--all: closed ones too)\n"
@@ -216,6 +223,36 @@ admin_is_help(const char *a)
 }
 
 int
+admin_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+             const char *cmd)
+{
+    int c;
+
+    opterr = 0;
+    c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?' || c == ':') {
+        const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        if (c == ':') {
+            admin_usage_error("'%s' to '%s' needs a value", bad, cmd);
+        } else {
+            admin_usage_error("unexpected argument '%s' to '%s'", bad, cmd);
+        }
+        return -2;
+    }
+    return c;
+}
+
+void
+admin_getopt_reset(void)
+{
+    optind = 0; /* glibc and the BSDs: a full re-initialisation for the next argv */
+#ifdef __APPLE__
+    optreset = 1;
+    optind = 1;
+#endif
+}
+
+int
 admin_print_json(cJSON *obj)
 {
     char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
@@ -342,8 +379,16 @@ cmd_db_migrate(const struct admin *a)
 {
     struct store *st = NULL;
     struct err err;
-    int from, to;
+    int from, to, created = 0;
+    char made[4096];
 
+    if (userpath_make_parent(a->db, &created, made, sizeof(made), &err) < 0) {
+        return admin_fail(&err);
+    }
+    if (created) {
+        fprintf(stderr, "drun-admin: created the directory '%s' (mode 0700) for the database\n",
+                made);
+    }
     if (store_open(a->db, NULL, &st, &err) < 0) {
         return admin_fail(&err);
     }
@@ -727,39 +772,65 @@ run_audit(const struct admin *a, int argc, char **argv)
         }
     }
     if (strcmp(argv[0], "tail") == 0) {
-        for (int i = 1; i < argc; i++) {
-            if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
-                f.limit = admin_parse_count(argv[++i], STORE_AUDIT_TAIL_MAX);
+        static const struct option opts[] = {
+            {"session", required_argument, NULL, 's'}, {"tool", required_argument, NULL, 't'},
+            {"errors", no_argument, NULL, 'e'},        {"raw", no_argument, NULL, 'r'},
+            {"follow", no_argument, NULL, 'f'},        {NULL, 0, NULL, 0}};
+        int c;
+
+        admin_getopt_reset();
+        while ((c = admin_getopt(argc, argv, "+:n:f", opts, "audit tail")) != -1) {
+            switch (c) {
+            case 'n':
+                f.limit = admin_parse_count(optarg, STORE_AUDIT_TAIL_MAX);
                 if (f.limit < 1) {
                     return admin_usage_error("-n takes a number from 1 to %d, not '%s'",
-                                             STORE_AUDIT_TAIL_MAX, argv[i]);
+                                             STORE_AUDIT_TAIL_MAX, optarg);
                 }
-            } else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
-                f.session_id = argv[++i];
-            } else if (strcmp(argv[i], "--tool") == 0 && i + 1 < argc) {
-                f.tool = argv[++i];
-            } else if (strcmp(argv[i], "--errors") == 0) {
+                break;
+            case 's':
+                f.session_id = optarg;
+                break;
+            case 't':
+                f.tool = optarg;
+                break;
+            case 'e':
                 f.errors_only = 1;
-            } else if (strcmp(argv[i], "--raw") == 0) {
+                break;
+            case 'r':
                 f.raw = 1;
-            } else if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0) {
+                break;
+            case 'f':
                 follow = 1;
-            } else {
-                return admin_usage_error("unexpected argument '%s' to 'audit tail'", argv[i]);
+                break;
+            default:
+                return EXIT_USAGE;
             }
+        }
+        if (optind < argc) {
+            return admin_usage_error("unexpected argument '%s' to 'audit tail'", argv[optind]);
         }
         return cmd_audit_tail(a, &f, follow);
     }
     if (strcmp(argv[0], "show") == 0) {
+        static const struct option opts[] = {{"raw", no_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
         long long id;
-        int raw = argc == 3 && strcmp(argv[1], "--raw") == 0;
-        if (argc != 2 + raw) {
-            return admin_usage_error("'audit show' takes one row id (and --raw before it)");
+        int raw = 0, c;
+
+        admin_getopt_reset();
+        while ((c = admin_getopt(argc, argv, ":", opts, "audit show")) != -1) {
+            if (c != 'r') {
+                return EXIT_USAGE;
+            }
+            raw = 1;
         }
-        id = admin_parse_count(argv[1 + raw], (long long)1 << 62);
+        if (argc - optind != 1) {
+            return admin_usage_error("'audit show' takes one row id (and --raw)");
+        }
+        id = admin_parse_count(argv[optind], (long long)1 << 62);
         if (id < 1) {
             return admin_usage_error("an audit row id is a positive number, not '%s'",
-                                     argv[1 + raw]);
+                                     argv[optind]);
         }
         return cmd_audit_show(a, id, raw);
     }
@@ -790,25 +861,42 @@ run_gc(const struct admin *a, int argc, char **argv)
             return 0;
         }
     }
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--dry-run") == 0) {
-            opts.dry_run = 1;
-        } else if ((strcmp(argv[i], "--hidden-older-than") == 0 ||
-                    strcmp(argv[i], "--closed-older-than") == 0) &&
-                   i + 1 < argc) {
-            long long days = admin_parse_count(argv[i + 1], 36500);
-            if (days < 0) {
-                return admin_usage_error("a number of days from 0 to 36500 is needed, not '%s'",
-                                         argv[i + 1]);
+    {
+        static const struct option longopts[] = {
+            {"dry-run", no_argument, NULL, 'd'},
+            {"hidden-older-than", required_argument, NULL, 'H'},
+            {"closed-older-than", required_argument, NULL, 'C'},
+            {NULL, 0, NULL, 0}};
+        int c;
+        char **gargv = argv - 1; /* getopt skips argv[0]: "gc" itself */
+
+        admin_getopt_reset();
+        while ((c = admin_getopt(argc + 1, gargv, "+:", longopts, "gc")) != -1) {
+            long long days;
+
+            switch (c) {
+            case 'd':
+                opts.dry_run = 1;
+                break;
+            case 'H':
+            case 'C':
+                days = admin_parse_count(optarg, 36500);
+                if (days < 0) {
+                    return admin_usage_error("a number of days from 0 to 36500 is needed, not '%s'",
+                                             optarg);
+                }
+                if (c == 'H') {
+                    opts.discarded_older_than_ms = days * 86400000LL;
+                } else {
+                    opts.closed_older_than_ms = days * 86400000LL;
+                }
+                break;
+            default:
+                return EXIT_USAGE;
             }
-            if (argv[i][2] == 'h') {
-                opts.discarded_older_than_ms = days * 86400000LL;
-            } else {
-                opts.closed_older_than_ms = days * 86400000LL;
-            }
-            i++;
-        } else {
-            return admin_usage_error("unexpected argument '%s' to 'gc'", argv[i]);
+        }
+        if (optind < argc + 1) {
+            return admin_usage_error("unexpected argument '%s' to 'gc'", gargv[optind]);
         }
     }
     return cmd_gc(a, &opts);
@@ -820,33 +908,36 @@ main(int argc, char **argv)
     struct admin a = {NULL, NULL, 0};
     int i;
 
+    static const struct option longopts[] = {
+        {"db", required_argument, NULL, 'd'}, {"config", required_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},  {NULL, 0, NULL, 0}};
+    int c;
+
     log_init("drun-admin", LOG_WARN);
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--db") == 0) {
-            if (i + 1 >= argc) {
-                return admin_usage_error("--db needs a path");
-            }
-            a.db = argv[++i];
-        } else if (strncmp(argv[i], "--db=", 5) == 0) {
-            a.db = argv[i] + 5;
-        } else if (strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= argc) {
-                return admin_usage_error("--config needs a path");
-            }
-            a.config = argv[++i];
-        } else if (strncmp(argv[i], "--config=", 9) == 0) {
-            a.config = argv[i] + 9;
-        } else if (strcmp(argv[i], "--json") == 0) {
+    /* "+": options end at the command; what follows is the command's own argv. */
+    while ((c = admin_getopt(argc, argv, "+:h", longopts, "drun-admin")) != -1) {
+        switch (c) {
+        case 'd':
+            a.db = optarg;
+            break;
+        case 'c':
+            a.config = optarg;
+            break;
+        case 'j':
             a.json = 1;
-        } else if (admin_is_help(argv[i])) {
+            break;
+        case 'h':
             fputs(USAGE, stdout);
             return 0;
-        } else if (argv[i][0] == '-') {
-            return admin_usage_error("unknown option '%s'", argv[i]);
-        } else {
-            break;
+        case 'V':
+            printf("drun-admin %s\n", DRUN_VERSION);
+            return 0;
+        default:
+            return EXIT_USAGE;
         }
     }
+    i = optind;
     if (i >= argc) {
         fputs(USAGE, stderr);
         return EXIT_USAGE;
@@ -855,7 +946,8 @@ main(int argc, char **argv)
         static const char *const names[] = {"db", "audit", "gc", "sessions", "snapshot"};
         static int (*const runs[])(const struct admin *, int, char **) = {
             run_db, run_audit, run_gc, admin_run_sessions, admin_run_snapshot};
-        int which = -1, help = 0;
+        int which = -1, help = 0, rc;
+        char *db_owned = NULL;
 
         for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
             if (strcmp(argv[i], names[k]) == 0) {
@@ -877,7 +969,18 @@ main(int argc, char **argv)
                 fputs("drun-admin: no database given; pass --db PATH or set DRUN_DB\n", stderr);
                 return EXIT_USAGE;
             }
+            /* "~/.drun/drun.db" quoted, or from DRUN_DB, reaches us unexpanded */
+            if (a.db[0] == '~') {
+                struct err err;
+                char *expanded = userpath_expand(a.db, &err);
+                if (expanded == NULL) {
+                    return admin_fail(&err);
+                }
+                a.db = db_owned = expanded;
+            }
         }
-        return runs[which](&a, argc - i - 1, argv + i + 1);
+        rc = runs[which](&a, argc - i - 1, argv + i + 1);
+        mem_free(db_owned);
+        return rc;
     }
 }

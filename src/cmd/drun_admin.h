@@ -41,6 +41,17 @@ int admin_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 /* Prints the error (a busy DB says so and to try again) and returns EXIT_FAIL. */
 int admin_fail(const struct err *err);
 int admin_is_help(const char *a);
+/*
+ * getopt_long over argv (argv[0] is the program or the command's own name) with error
+ * printing of our own: an unknown option or one missing its value prints a usage error
+ * naming cmd and returns -2 (callers return EXIT_USAGE for anything unexpected).
+ * shortopts should begin with ':' (after a '+' when it has one). Call
+ * admin_getopt_reset() before the first call on a new argv.
+ */
+struct option;
+int admin_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                 const char *cmd);
+void admin_getopt_reset(void);
 /* Prints obj as one line of JSON and frees it; 0 or EXIT_FAIL. */
 int admin_print_json(cJSON *obj);
 /* A non-negative integer up to max, or -1. */

@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,10 +418,21 @@ admin_run_sessions(const struct admin *a, int argc, char **argv)
         return admin_usage_error("'sessions' needs a subcommand: list, show or close");
     }
     if (strcmp(argv[0], "list") == 0) {
-        if (argc > 2 || (argc == 2 && strcmp(argv[1], "--all") != 0)) {
-            return admin_usage_error("unexpected argument '%s' to 'sessions list'", argv[1]);
+        static const struct option longopts[] = {{"all", no_argument, NULL, 'a'},
+                                                 {NULL, 0, NULL, 0}};
+        int all = 0, c;
+
+        admin_getopt_reset();
+        while ((c = admin_getopt(argc, argv, "+:", longopts, "sessions list")) != -1) {
+            if (c != 'a') {
+                return EXIT_USAGE;
+            }
+            all = 1;
         }
-        return sessions_list(a, argc == 2);
+        if (optind < argc) {
+            return admin_usage_error("unexpected argument '%s' to 'sessions list'", argv[optind]);
+        }
+        return sessions_list(a, all);
     }
     if (strcmp(argv[0], "close") == 0 && argc >= 2 && strcmp(argv[1], "--idle") == 0) {
         long long secs = argc >= 3 ? parse_duration(argv[2]) : 3600;
@@ -936,23 +948,47 @@ admin_run_snapshot(const struct admin *a, int argc, char **argv)
         return admin_usage_error(
             "'snapshot' needs a subcommand: list, show, create, restore, export, import or delete");
     }
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
-            name = argv[++i];
-        } else if (strcmp(argv[i], "--description") == 0 && i + 1 < argc) {
-            desc = argv[++i];
-        } else if (strcmp(argv[i], "--to-dir") == 0 && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            outf = argv[++i];
-        } else if (strcmp(argv[i], "--checkpoint") == 0 && i + 1 < argc) {
-            cp = admin_parse_count(argv[++i], (long long)1 << 62);
-            if (cp < 0) {
-                return admin_usage_error("--checkpoint takes a checkpoint id, not '%s'", argv[i]);
+    {
+        static const struct option longopts[] = {{"name", required_argument, NULL, 'n'},
+                                                 {"description", required_argument, NULL, 'D'},
+                                                 {"to-dir", required_argument, NULL, 't'},
+                                                 {"checkpoint", required_argument, NULL, 'c'},
+                                                 {NULL, 0, NULL, 0}};
+        char cmd[64];
+        int c;
+
+        snprintf(cmd, sizeof(cmd), "snapshot %.40s", argv[0]);
+        admin_getopt_reset();
+        /* options and the NAME/FILE may come in any order (getopt permutes argv) */
+        while ((c = admin_getopt(argc, argv, ":o:", longopts, cmd)) != -1) {
+            switch (c) {
+            case 'n':
+                name = optarg;
+                break;
+            case 'D':
+                desc = optarg;
+                break;
+            case 't':
+                dir = optarg;
+                break;
+            case 'o':
+                outf = optarg;
+                break;
+            case 'c':
+                cp = admin_parse_count(optarg, (long long)1 << 62);
+                if (cp < 0) {
+                    return admin_usage_error("--checkpoint takes a checkpoint id, not '%s'",
+                                             optarg);
+                }
+                break;
+            default:
+                return EXIT_USAGE;
             }
-        } else if (argv[i][0] == '-' || npos == 2) {
-            return admin_usage_error("unexpected argument '%s' to 'snapshot %s'", argv[i], argv[0]);
-        } else {
+        }
+        for (int i = optind; i < argc; i++) {
+            if (npos == 2) {
+                return admin_usage_error("unexpected argument '%s' to '%s'", argv[i], cmd);
+            }
             pos[npos++] = argv[i];
         }
     }

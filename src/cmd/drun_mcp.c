@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd/drun_mcp_doctor.h"
+#include "cmd/drun_mcp_init.h"
 #include "host/host.h"
 #include "mcp/mcp.h"
 #include "session/session.h"
@@ -35,6 +36,7 @@
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/userpath.h"
 #include "workspace/workspace.h"
 
 #ifndef DRUN_VERSION
@@ -42,13 +44,16 @@
 #endif
 
 static void
-usage(void)
+usage(FILE *stream)
 {
-    fprintf(stderr, "usage: drun-mcp --db PATH [--config PATH] [--max-line-bytes N] "
+    fprintf(stream, "usage: drun-mcp --db PATH [--config PATH] [--max-line-bytes N] "
                     "[--max-queue-bytes N] [--client-stall-ms MS] [-v]\n"
                     "       drun-mcp [--config PATH] config add-path|remove-path|add-domain|"
                     "remove-domain|list [ARG] [--config PATH]\n"
                     "       drun-mcp doctor [--db PATH] [--config PATH]\n"
+                    "       drun-mcp init claude|codex|gemini|cursor|vscode [--db PATH] "
+                    "[--dry-run]\n"
+                    "       drun-mcp --version | --help\n"
                     "\n"
                     "Serves MCP (newline-delimited JSON-RPC) on stdin/stdout; logs go to stderr.\n"
                     "The database is named by --db, else by the DRUN_DB environment variable,\n"
@@ -65,6 +70,13 @@ config_main(int argc, char **argv, const char *config)
 {
     struct err err;
 
+    if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+        printf("usage: drun-mcp config add-path DIR | remove-path DIR | add-domain HOST | "
+               "remove-domain HOST | list [--config PATH]\n"
+               "Edits mount_allowlist or domain_allowlist in config.toml in place, keeping "
+               "comments (docs/configuration.md).\n");
+        return 0;
+    }
     if (policy_config_cli(argc, argv, config, stdout, &err) < 0) {
         fprintf(stderr, "drun-mcp: %s\n", err.msg);
         return err.code == ERR_INVAL ? 2 : 1;
@@ -217,18 +229,20 @@ main(int argc, char **argv)
         } else if (strcmp(a, "-vv") == 0) {
             verbose += 2;
         } else if (strcmp(a, "--version") == 0) {
-            fprintf(stderr, "drun-mcp %s\n", DRUN_VERSION);
+            printf("drun-mcp %s\n", DRUN_VERSION);
             return 0;
         } else if (strcmp(a, "config") == 0) {
             return config_main(argc - i - 1, argv + i + 1, config);
         } else if (strcmp(a, "doctor") == 0) {
             return drun_mcp_doctor(argc - i - 1, argv + i + 1, db, config);
+        } else if (strcmp(a, "init") == 0) {
+            return drun_mcp_init_main(argc - i - 1, argv + i + 1, db, config);
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage();
+            usage(stdout);
             return 0;
         } else {
             fprintf(stderr, "drun-mcp: unknown or incomplete option '%s'\n", a);
-            usage();
+            usage(stderr);
             return 2;
         }
     }
@@ -299,7 +313,32 @@ main(int argc, char **argv)
         return 2;
     }
 
+    /* "~/.drun/drun.db" from a client's JSON config or DRUN_DB reaches us unexpanded,
+     * and a fresh machine has no ~/.drun yet: expand, and make the directory (0700). */
+    {
+        char made[4096];
+        int created = 0;
+        char *expanded = userpath_expand(db, &err);
+
+        if (expanded == NULL ||
+            userpath_make_parent(expanded, &created, made, sizeof(made), &err) < 0) {
+            fprintf(stderr, "drun-mcp: cannot use the database '%s': %s\n", db, err.msg);
+            mem_free(expanded);
+            policy_store_free(policy);
+            mem_free(config_path);
+            mem_free(db_owned);
+            mem_free(runtime_dir);
+            return 1;
+        }
+        if (created) {
+            fprintf(stderr, "drun-mcp: created the directory '%s' (mode 0700) for the database\n",
+                    made);
+        }
+        mem_free(db_owned);
+        db = db_owned = expanded;
+    }
     bound_workspaces();
+
     /* stdout belongs to the protocol: keep a private copy, point fd 1 at stderr. */
     out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {

@@ -24,12 +24,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "host/host.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/userpath.h"
 #include "workspace/workspace.h"
 
 struct report {
@@ -124,6 +126,167 @@ check_pdftotext(void)
     }
     printf("warn pdftotext: not installed, so session_extract_text fails; fix: install Poppler's "
            "tools: 'sudo apt-get install poppler-utils' (macOS: 'brew install poppler')\n");
+}
+
+/* The tools doctor tries, each with the argument that makes it print and exit 0. */
+static const char *const toolchain_probes[][2] = {
+    {"sh", "-c true"},     {"python3", "--version"}, {"python", "--version"}, {"pip3", "--version"},
+    {"node", "--version"}, {"npm", "--version"},     {"git", "--version"},    {"cc", "--version"},
+    {"make", "--version"}, {"cargo", "--version"},   {"rustc", "--version"},  {"go", "version"},
+    {"ruby", "--version"}, {"java", "-version"},     {"deno", "--version"},   {"bun", "--version"},
+    {"uv", "--version"},
+};
+
+/* The first executable `name` on path_env into out; 0 if there is none. */
+static int
+host_which(const char *path_env, const char *name, char *out, size_t size)
+{
+    const char *p = path_env;
+
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && p[0] == '/' &&
+            (size_t)snprintf(out, size, "%.*s/%s", (int)n, p, name) < size &&
+            access(out, X_OK) == 0) {
+            return 1;
+        }
+        p += n;
+        if (*p == ':') {
+            p++;
+        }
+    }
+    return 0;
+}
+
+/* The first line of a stream's tail, for a one-line reason. */
+static void
+first_line(const struct sandbox_output *o, char *out, size_t size)
+{
+    size_t n = 0;
+
+    while (n < o->tail_len && o->tail[n] != '\n' && n + 1 < size) {
+        out[n] = (o->tail[n] >= 0x20 && o->tail[n] < 0x7f) ? o->tail[n] : '?';
+        n++;
+    }
+    out[n] = '\0';
+}
+
+/*
+ * Each tool of toolchain_probes found on this $PATH, run in a sandbox built as
+ * session_bash builds it (the same $PATH binds, shim roots and mount_allowlist), so a
+ * tool that works on the host and exits 127 in the sandbox is named here, not by an
+ * agent's first failed command.
+ */
+static void
+check_toolchains(struct report *r, const struct policy *p)
+{
+    const char *path_env = getenv("PATH");
+    struct host_toolchain tc;
+    const char *ro[SANDBOX_RO_PATHS_MAX], *env[2 + HOST_TOOLCHAIN_ENV_MAX];
+    size_t n_ro = 0, n_env = 0;
+    char ws[] = "/tmp/drun-doctor-XXXXXX";
+    struct buf ran;
+    struct err err;
+    uint32_t uid = 0, gid = 0;
+    int failed = 0;
+
+    if (host_toolchain_scan(path_env, &tc, &err) < 0) {
+        line_fail(r, "toolchains", err.msg, "check $PATH");
+        return;
+    }
+    {
+        /* the scratch workspace belongs to the user commands run as (a root daemon's
+         * sandbox_uid), as session_bash's workspaces do */
+        struct sandbox_spec who;
+        memset(&who, 0, sizeof(who));
+        who.uid = p != NULL ? (uint32_t)p->sandbox_uid : 0;
+        who.gid = p != NULL ? (uint32_t)p->sandbox_gid : 0;
+        sandbox_user(&who, &uid, &gid);
+    }
+    if (mkdtemp(ws) == NULL || (geteuid() == 0 && chown(ws, uid, gid) != 0)) {
+        line_skip("toolchains", "cannot make a scratch workspace in /tmp");
+        rmdir(ws);
+        host_toolchain_release(&tc);
+        return;
+    }
+    buf_init(&ran, 1024);
+    for (size_t i = 0; i < tc.n_dirs; i++) {
+        ro[n_ro++] = tc.dirs[i];
+    }
+    for (size_t i = 0; p != NULL && i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
+        if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
+            ro[n_ro++] = p->mount_allowlist.v[i];
+        }
+    }
+    for (size_t i = 0; i < tc.n_env; i++) {
+        env[n_env++] = tc.env[i];
+    }
+    for (size_t t = 0; t < sizeof(toolchain_probes) / sizeof(toolchain_probes[0]); t++) {
+        const char *name = toolchain_probes[t][0];
+        char where[SANDBOX_PATH_MAX], cmd[256], what[SANDBOX_PATH_MAX + 1024], why[512];
+        struct sandbox_spec spec;
+        struct sandbox_result res;
+
+        if (!host_which(path_env, name, where, sizeof(where))) {
+            continue;
+        }
+        snprintf(cmd, sizeof(cmd), "%s %s </dev/null >/dev/null", name, toolchain_probes[t][1]);
+        memset(&spec, 0, sizeof(spec));
+        memset(&res, 0, sizeof(res));
+        spec.workspace_dir = ws;
+        spec.ro_paths = ro;
+        spec.n_ro_paths = n_ro;
+        spec.env = env;
+        spec.n_env = n_env;
+        spec.path_env = tc.path;
+        spec.command = cmd;
+        spec.command_len = strlen(cmd);
+        sandbox_limits_default(&spec.limits);
+        spec.limits.timeout_ms = 30000;
+        spec.uid = uid;
+        spec.gid = gid;
+        if (sandbox_run(&spec, &res, &err) < 0 || res.failed) {
+            snprintf(what, sizeof(what), "'%s' cannot be tried: %s", where,
+                     res.failed ? res.error.msg : err.msg);
+            line_fail(r, "toolchains", what, "run 'drun-mcp doctor' again once the sandbox works");
+            sandbox_result_release(&res);
+            break;
+        }
+        if (res.exit_code != 0) {
+            first_line(&res.err, why, sizeof(why));
+            snprintf(what, sizeof(what), "'%s' runs on the host but exits %d in the sandbox%s%s%s",
+                     where, res.exit_code, why[0] ? " (" : "", why, why[0] ? ")" : "");
+            if (!sandbox_reachable(where, uid, gid)) {
+                printf("FAIL toolchain %s: %s; fix: the sandbox user (uid %lu, sandbox_uid) "
+                       "cannot reach '%s': make every directory on the way searchable by it "
+                       "(chmod o+x), install the tool elsewhere, or set sandbox_uid\n",
+                       name, what, (unsigned long)uid, where);
+            } else {
+                printf("FAIL toolchain %s: %s; fix: %s\n", name, what,
+                       res.exit_code == 127
+                           ? "it or what it runs lives where drun binds nothing (the top of "
+                             "$HOME, or a manager root no variable names): export the manager's "
+                             "root (PYENV_ROOT, RBENV_ROOT, ASDF_DATA_DIR, MISE_DATA_DIR, "
+                             "VOLTA_HOME, HOMEBREW_PREFIX) to drun-mcp, install it outside "
+                             "$HOME's top level, or add its directory to mount_allowlist"
+                           : "run it by hand with the same PATH to see what it needs");
+            }
+            r->failed = 1;
+            failed++;
+        } else {
+            buf_printf(&ran, "%s%s", ran.len > 0 ? ", " : "", name);
+        }
+        sandbox_result_release(&res);
+    }
+    rmdir(ws);
+    if (ran.len > 0) {
+        buf_puts(&ran, failed ? " run in the sandbox" : " run in the sandbox (every one found)");
+        line_ok("toolchains", buf_cstr(&ran));
+    } else if (!failed) {
+        line_skip("toolchains", "none of the usual tools is on $PATH");
+    }
+    buf_release(&ran);
+    host_toolchain_release(&tc);
 }
 
 /* The runtime directory the workspaces live in (made 0700 if missing, as drun-mcp does). */
@@ -363,6 +526,7 @@ check_db(struct report *r, const char *db, const struct policy *p)
     struct store *st = NULL;
     struct err err;
     char what[ERR_MSG_MAX + 4200];
+    char *expanded = NULL;
 
     if ((db == NULL || db[0] == '\0') && p != NULL && p->db_path != NULL) {
         db = p->db_path;
@@ -373,6 +537,15 @@ check_db(struct report *r, const char *db, const struct policy *p)
                   "config.toml");
         return;
     }
+    /* as drun-mcp does: "~" expanded, a missing directory made (0700) */
+    expanded = userpath_expand(db, &err);
+    if (expanded == NULL || userpath_make_parent(expanded, NULL, NULL, 0, &err) < 0) {
+        snprintf(what, sizeof(what), "cannot use '%s': %s", db, err.msg);
+        line_fail(r, "database", what, "name a path in a directory you can create or write");
+        mem_free(expanded);
+        return;
+    }
+    db = expanded;
     memset(&opts, 0, sizeof(opts));
     if (store_open(db, &opts, &st, &err) < 0) {
         snprintf(what, sizeof(what), "cannot open '%s': %s", db, err.msg);
@@ -381,19 +554,22 @@ check_db(struct report *r, const char *db, const struct policy *p)
                   : err.code == ERR_VERSION ? "use the newer drun that wrote it"
                                             : "name a writable path with --db (its directory must "
                                               "exist and be writable)");
+        mem_free(expanded);
         return;
     }
     store_close(st);
     snprintf(what, sizeof(what), "'%s' opens", db);
     line_ok("database", what);
+    mem_free(expanded);
 }
 
 static void
-usage(void)
+usage(FILE *stream)
 {
-    fprintf(stderr, "usage: drun-mcp doctor [--db PATH] [--config PATH]\n"
+    fprintf(stream, "usage: drun-mcp doctor [--db PATH] [--config PATH]\n"
                     "Checks bwrap, user namespaces, the runtime directory, the config, the "
-                    "database and one\nsandboxed command; prints one line per check and exits "
+                    "database, one\nsandboxed command and the $PATH toolchains; prints one line "
+                    "per check and exits "
                     "0 if all pass, 1 otherwise.\n");
 }
 
@@ -402,6 +578,7 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
 {
     struct report r = {0};
     struct policy *p = NULL;
+    int sandbox_ok;
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
@@ -409,11 +586,11 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage();
+            usage(stdout);
             return 0;
         } else {
             fprintf(stderr, "drun-mcp doctor: unknown or incomplete option '%s'\n", argv[i]);
-            usage();
+            usage(stderr);
             return 2;
         }
     }
@@ -421,11 +598,22 @@ drun_mcp_doctor(int argc, char **argv, const char *db, const char *config)
         db = getenv("DRUN_DB");
     }
     check_config(&r, config, &p);
-    check_sandbox(&r, p);
+    {
+        int before = r.failed;
+        r.failed = 0;
+        check_sandbox(&r, p);
+        sandbox_ok = !r.failed;
+        r.failed |= before;
+    }
     check_runtime(&r, p);
     check_pdftotext();
     check_disk_bound(&r, p);
     check_db(&r, db, p);
+    if (sandbox_ok) {
+        check_toolchains(&r, p);
+    } else {
+        line_skip("toolchains", "needs the sandbox");
+    }
     policy_unref(p);
     printf("%s\n", r.failed
                        ? "some checks failed: apply the fixes above and run 'drun-mcp doctor' again"

@@ -36,6 +36,7 @@
 #define DRUN_HOST_HOST_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -143,8 +144,9 @@ int host_open_snapshot_file(const char *path, struct stat *sb, struct err *err);
  */
 struct host_tree_ops {
     void *ctx;
-    /* 1 if `name` (a directory) at `key` is an overlay to report instead of entering. */
-    int (*is_overlay)(void *ctx, const char *name);
+    /* 1 if `name` (a directory in the directory open at parentfd) is an overlay to report
+     * instead of entering. */
+    int (*is_overlay)(void *ctx, const char *name, int parentfd);
     int (*overlay)(void *ctx, const char *key);
     int (*file)(void *ctx, const char *key, int fd, const struct stat *sb);
     int (*link)(void *ctx, const char *key, const char *target, size_t len);
@@ -157,6 +159,15 @@ struct host_tree_ops {
 
 int host_read_tree(int dirfd, const char *shown_root, const struct host_tree_ops *ops,
                    struct err *err);
+
+/*
+ * 1 if the directory `name` in the directory open at parentfd holds at most max_bytes of
+ * regular-file bytes and HOST_SMALL_TREE_ENTRIES entries (links not followed, no other
+ * mount entered, HOST_TREE_DEPTH_MAX deep), 0 if it holds more (the walk stops there),
+ * -1 with err when it cannot be read. session_mount copies a small .git this way.
+ */
+#define HOST_SMALL_TREE_ENTRIES 100000
+int host_dir_within(int parentfd, const char *name, uint64_t max_bytes, struct err *err);
 
 /* ---- writing and deleting beneath a root (rules 2, 4, 6) -------------------------- */
 
@@ -252,6 +263,49 @@ struct host_export_ops {
  */
 int host_export(const struct policy *p, const struct policy_hostpath *hp,
                 const struct host_export_ops *ops, unsigned char *written, struct err *err);
+
+/* ---- the $PATH toolchains the sandbox binds ----------------------------------------- */
+
+/*
+ * pyenv, asdf, mise, rbenv, volta, Linuxbrew and pipx put on $PATH directories of shims,
+ * links and scripts whose real programs live elsewhere: binding the $PATH entries alone
+ * left `python3` exiting 127 in the sandbox. host_toolchain_scan() finds, for the $PATH
+ * `path_env` (absolute entries only), what its tools need, to bind read-only:
+ *
+ *  - each entry, resolved (a linked entry is named by its real path in out->path);
+ *  - for each executable in an entry that is a link, or a script whose "#!" names an
+ *    interpreter, the directory the resolved target lives in, or the prefix above it
+ *    when that directory is bin/, sbin/ or libexec/ (a venv, a Cellar keg, a version of
+ *    a runtime needs its lib/ too); nothing when that directory is bound already (a
+ *    link beside its target does not bind the prefix: ~/.cargo holds credentials);
+ *  - the root of a shim manager: the parent of an entry named "shims", and the
+ *    directories PYENV_ROOT, RBENV_ROOT, ASDF_DATA_DIR, MISE_DATA_DIR, VOLTA_HOME,
+ *    RUSTUP_HOME, CARGO_HOME and HOMEBREW_PREFIX name, and rustup's ~/.rustup beside a
+ *    ~/.cargo/bin entry; each root is also passed into the sandbox under its variable
+ *    (out->env), since the sandbox's HOME is not the user's and the managers look there.
+ *
+ * Never bound, whatever $PATH says: "/", /proc, /sys, /dev (and beneath), $HOME itself or
+ * a directory holding it, a derived directory with fewer than two components (/home,
+ * /var), or one already beneath another bind or the system directories the sandbox
+ * binds anyway (/usr, /bin, /lib*, /sbin, /opt). drun's own files beneath a bind are
+ * covered by the sandbox as for mount_allowlist (host_own_hidden). Bounded: at most
+ * HOST_TOOLCHAIN_DIRS_MAX directories, HOST_TOOLCHAIN_ENTRIES_MAX entries read per $PATH
+ * directory. Caller releases out with host_toolchain_release. Returns 0 or -1 (ERR_NOMEM).
+ */
+#define HOST_TOOLCHAIN_DIRS_MAX    64
+#define HOST_TOOLCHAIN_ENTRIES_MAX 8192
+#define HOST_TOOLCHAIN_ENV_MAX     8
+
+struct host_toolchain {
+    char *dirs[HOST_TOOLCHAIN_DIRS_MAX]; /* resolved directories to bind read-only */
+    size_t n_dirs;
+    char *env[HOST_TOOLCHAIN_ENV_MAX]; /* "PYENV_ROOT=/home/u/.pyenv", ... */
+    size_t n_env;
+    char *path; /* PATH inside: the entries that exist, linked ones by their real path */
+};
+
+int host_toolchain_scan(const char *path_env, struct host_toolchain *out, struct err *err);
+void host_toolchain_release(struct host_toolchain *t);
 
 /* Test hook: 1 forces the per-component walk, as if openat2 returned ENOSYS. */
 void host_force_fallback(int on);

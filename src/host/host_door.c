@@ -475,7 +475,7 @@ read_dir(int fd, const char *shown_root, const char *prefix, int depth,
             }
             continue;
         }
-        if (S_ISDIR(sb.st_mode) && ops->is_overlay(ops->ctx, name)) {
+        if (S_ISDIR(sb.st_mode) && ops->is_overlay(ops->ctx, name, dirfd(d))) {
             if (ops->overlay(ops->ctx, key.data) < 0) {
                 goto stop;
             }
@@ -538,6 +538,72 @@ out:
     buf_release(&key);
     closedir(d);
     return rc;
+}
+
+struct within {
+    uint64_t bytes, max_bytes;
+    size_t entries;
+};
+
+/* Adds up the directory open at fd (consumed): 1 within the bounds, 0 past them, -1. */
+static int
+within_walk(int fd, struct within *w, int depth, struct err *err)
+{
+    DIR *d;
+    struct dirent *de;
+    struct stat dsb;
+    int rc = 1;
+
+    if (depth > HOST_TREE_DEPTH_MAX || fstat(fd, &dsb) < 0) {
+        close(fd);
+        return depth > HOST_TREE_DEPTH_MAX
+                   ? 0
+                   : err_set(err, ERR_IO, "cannot stat: %s", strerror(errno));
+    }
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return err_set(err, ERR_IO, "cannot list: %s", strerror(errno));
+    }
+    while (rc == 1 && (errno = 0, de = readdir(d)) != NULL) {
+        struct stat sb;
+        int cfd;
+
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        if (++w->entries > HOST_SMALL_TREE_ENTRIES) {
+            rc = 0;
+            break;
+        }
+        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+            continue; /* gone since readdir */
+        }
+        if (S_ISREG(sb.st_mode)) {
+            w->bytes += (uint64_t)sb.st_size;
+            rc = w->bytes <= w->max_bytes;
+        } else if (S_ISDIR(sb.st_mode) && sb.st_dev == dsb.st_dev) {
+            cfd = openat(dirfd(d), de->d_name,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            if (cfd >= 0) {
+                rc = within_walk(cfd, w, depth + 1, err); /* closes cfd */
+            }
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+int
+host_dir_within(int parentfd, const char *name, uint64_t max_bytes, struct err *err)
+{
+    struct within w = {0, max_bytes, 0};
+    int fd = openat(parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0) {
+        return err_set(err, ERR_IO, "cannot open '%s': %s", name, strerror(errno));
+    }
+    return within_walk(fd, &w, 0, err);
 }
 
 int

@@ -31,6 +31,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/timeutil.h"
+#include "util/userpath.h"
 
 #define PATH_MAX_LEN 4096
 #define DAY_MS       ((int64_t)86400000)
@@ -90,6 +91,7 @@ static const struct field fields[] = {
     {"session_idle_timeout_secs", F_INT, OFF(session_idle_timeout_secs), 1, 366 * 86400},
     {"mount_allowlist", F_PATHLIST, OFF(mount_allowlist), 0, 0},
     {"mount_overlay_paths", F_NAMES, OFF(mount_overlay_paths), 0, 0},
+    {"mount_git_copy_max_mb", F_INT, OFF(mount_git_copy_max_mb), 0, (int64_t)1 << 22},
     {"env_allowlist", F_ENVS, OFF(env_allowlist), 0, 0},
     {"snapshots_dir", F_PATH, OFF(snapshots_dir), 0, 0},
     {"snapshot_on_close", F_BOOL, OFF(snapshot_on_close), 0, 0},
@@ -493,6 +495,7 @@ policy_defaults(void)
     p->max_workspace_mb = 512;
     p->extract_timeout_ms = 30000;
     p->extract_max_mb = 4;
+    p->mount_git_copy_max_mb = 64;
     p->max_sessions = 50;
     p->max_checkpoints = 200;
     p->session_idle_timeout_secs = 3600;
@@ -966,6 +969,11 @@ policy_config_path(const char *cli, char **path_out, int *explicit_out, struct e
     if (chosen != NULL) {
         if (chosen[0] == '\0' || has_control(chosen, strlen(chosen))) {
             return err_set(err, ERR_INVAL, "%s names an empty or malformed path", from);
+        }
+        if (chosen[0] == '~' && (chosen[1] == '/' || chosen[1] == '\0')) {
+            /* a client's JSON config passes "~/..." without a shell to expand it */
+            *path_out = userpath_expand(chosen, err);
+            return *path_out != NULL ? 0 : -1;
         }
         if (chosen[0] != '/') {
             char cwd[PATH_MAX_LEN];

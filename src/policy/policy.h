@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "util/buf.h"
 #include "util/err.h"
@@ -80,6 +81,7 @@ struct policy {
 
     /* sessions */
     int64_t max_workspace_mb;
+    int64_t mount_git_copy_max_mb; /* a mounted .git up to this size is copied, not overlaid */
     int64_t max_sessions;
     int64_t max_checkpoints;
     int64_t session_idle_timeout_secs;
@@ -234,5 +236,26 @@ int policy_edit_list(const char *path, const char *key, const char *value, int a
  * "usage: ..." message for bad arguments); the caller prints err and exits 1.
  */
 int policy_config_cli(int argc, char **argv, const char *config_cli, FILE *out, struct err *err);
+
+/*
+ * Writes `len` bytes to path atomically: a temp file beside it (O_NOFOLLOW), fsync,
+ * mode (permission bits), rename over path. Returns 0 or -1 (ERR_IO, ERR_INVAL).
+ */
+int policy_write_atomic(const char *path, const char *text, size_t len, mode_t mode,
+                        struct err *err);
+
+/*
+ * Registers an MCP server in a TOML client config (Codex's config.toml): makes the
+ * table [<table>.<name>] hold `command = COMMAND` and `args = [ARGS]`, keeping every
+ * other byte of text (comments, other servers, their order). An existing table has just
+ * those two values replaced; a missing one is appended at the end. `shown` names the
+ * file in messages. *changed is 0 when the file already says so (out then holds text
+ * unchanged). Fails (ERR_INVAL, naming the file and line) on text that does not parse
+ * or whose <table> or <name> is not a table, or is an inline table (edit that by hand).
+ * The result is re-parsed and checked before it is returned in out.
+ */
+int policy_toml_set_server(const char *text, size_t len, const char *shown, const char *table,
+                           const char *name, const char *command, const char *const *args,
+                           size_t n_args, struct buf *out, int *changed, struct err *err);
 
 #endif

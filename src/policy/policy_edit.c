@@ -48,6 +48,7 @@ static const char config_template[] =
     "# env_allowlist = []\n"
     "# mount_overlay_paths = [\"node_modules\", \".venv\", \"venv\", \"target\", "
     "\"__pycache__\", \".git\"]\n"
+    "# mount_git_copy_max_mb = 64\n"
     "# bash_timeout_ms = 30000\n"
     "# bash_command_denylist = []\n"
     "# bash_command_allowlist = []      # empty: every command is allowed\n"
@@ -200,9 +201,8 @@ read_list(const struct ptoml *doc, const char *path, const char *key,
     return 0;
 }
 
-/* Writes text to path atomically with `mode`. */
-static int
-write_atomic(const char *path, const char *text, size_t len, mode_t mode, struct err *err)
+int
+policy_write_atomic(const char *path, const char *text, size_t len, mode_t mode, struct err *err)
 {
     struct buf tmp;
     int fd = -1, dirfd = -1, rc = -1;
@@ -404,7 +404,7 @@ policy_edit_list(const char *path, const char *key, const char *value, int add, 
     if (created && make_parent(path, err) < 0) {
         goto done;
     }
-    if (write_atomic(path, buf_cstr(&out), out.len, mode, err) < 0) {
+    if (policy_write_atomic(path, buf_cstr(&out), out.len, mode, err) < 0) {
         goto done;
     }
     if (created) {
@@ -573,5 +573,177 @@ policy_config_cli(int argc, char **argv, const char *config_cli, FILE *out, stru
 out:
     buf_release(&msg);
     mem_free(path);
+    return rc;
+}
+
+/* ---- MCP client registration in a TOML file ---------------------------------------- */
+
+/* 1 if the node is a string array equal to args. */
+static int
+same_args(const struct ptoml_node *n, const char *const *args, size_t n_args)
+{
+    if (ptoml_type(n) != PTOML_ARRAY || ptoml_len(n) != n_args) {
+        return 0;
+    }
+    for (size_t i = 0; i < n_args; i++) {
+        const char *s = ptoml_string(ptoml_index(n, i), NULL);
+        if (s == NULL || strcmp(s, args[i]) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void
+put_args(struct buf *b, const char *const *args, size_t n_args)
+{
+    buf_putc(b, '[');
+    for (size_t i = 0; i < n_args; i++) {
+        if (i > 0) {
+            buf_puts(b, ", ");
+        }
+        put_toml_string(b, args[i]);
+    }
+    buf_putc(b, ']');
+}
+
+/* The byte span [*from, *to) of node n in text, or -1. */
+static int
+node_span(const char *text, size_t len, const struct ptoml_node *n, long *from, long *to)
+{
+    *from = offset_of(text, len, ptoml_begin(n));
+    *to = offset_of(text, len, ptoml_end(n));
+    return *from < 0 || *to < *from ? -1 : 0;
+}
+
+/* The server table in doc, or NULL; -1 for a shape we do not edit. */
+static int
+find_server(const struct ptoml *doc, const char *shown, const char *table, const char *name,
+            const struct ptoml_node **out, struct err *err)
+{
+    const struct ptoml_node *t = ptoml_get(ptoml_root(doc), table);
+    const struct ptoml_node *s;
+
+    *out = NULL;
+    if (t == NULL) {
+        return 0;
+    }
+    if (ptoml_type(t) != PTOML_TABLE || ptoml_is_inline(t)) {
+        return err_set(
+            err, ERR_INVAL, "'%s': '%s' at line %u is %s, not a [%s.NAME] table; edit it by hand",
+            shown, table, ptoml_begin(t).line,
+            ptoml_type(t) == PTOML_TABLE ? "an inline table" : ptoml_type_name(ptoml_type(t)),
+            table);
+    }
+    s = ptoml_get(t, name);
+    if (s != NULL && (ptoml_type(s) != PTOML_TABLE || ptoml_is_inline(s))) {
+        return err_set(
+            err, ERR_INVAL, "'%s': '%s.%s' at line %u is %s, not a [%s.%s] table; edit it by hand",
+            shown, table, name, ptoml_begin(s).line,
+            ptoml_type(s) == PTOML_TABLE ? "an inline table" : ptoml_type_name(ptoml_type(s)),
+            table, name);
+    }
+    *out = s;
+    return 0;
+}
+
+int
+policy_toml_set_server(const char *text, size_t len, const char *shown, const char *table,
+                       const char *name, const char *command, const char *const *args,
+                       size_t n_args, struct buf *out, int *changed, struct err *err)
+{
+    struct ptoml *doc = NULL, *check = NULL;
+    const struct ptoml_node *srv = NULL, *cmd = NULL, *arr = NULL;
+    int rc = -1;
+
+    *changed = 0;
+    buf_reset(out);
+    if (ptoml_parse(text, len, shown, &doc, err) < 0 ||
+        find_server(doc, shown, table, name, &srv, err) < 0) {
+        goto out;
+    }
+    if (srv != NULL) {
+        const char *c;
+        long c_from, c_to, a_from, a_to;
+
+        cmd = ptoml_get(srv, "command");
+        arr = ptoml_get(srv, "args");
+        c = ptoml_string(cmd, NULL);
+        if (c != NULL && strcmp(c, command) == 0 && same_args(arr, args, n_args)) {
+            buf_append(out, text, len);
+            rc = buf_failed(out) ? err_set(err, ERR_NOMEM, "out of memory") : 0;
+            goto out;
+        }
+        if (cmd == NULL || arr == NULL || ptoml_type(cmd) != PTOML_STRING ||
+            ptoml_type(arr) != PTOML_ARRAY || node_span(text, len, cmd, &c_from, &c_to) < 0 ||
+            node_span(text, len, arr, &a_from, &a_to) < 0) {
+            err_set(err, ERR_INVAL,
+                    "'%s': [%s.%s] at line %u has no string 'command' and array 'args' to "
+                    "update; edit it by hand",
+                    shown, table, name, ptoml_begin(srv).line);
+            goto out;
+        }
+        /* Replace the two value spans, in file order. */
+        {
+            int cmd_first = c_from < a_from;
+            long f1 = cmd_first ? c_from : a_from, t1 = cmd_first ? c_to : a_to;
+            long f2 = cmd_first ? a_from : c_from, t2 = cmd_first ? a_to : c_to;
+
+            buf_append(out, text, (size_t)f1);
+            if (cmd_first) {
+                put_toml_string(out, command);
+            } else {
+                put_args(out, args, n_args);
+            }
+            buf_append(out, text + t1, (size_t)(f2 - t1));
+            if (cmd_first) {
+                put_args(out, args, n_args);
+            } else {
+                put_toml_string(out, command);
+            }
+            buf_append(out, text + t2, len - (size_t)t2);
+        }
+    } else {
+        buf_append(out, text, len);
+        if (len > 0 && text[len - 1] != '\n') {
+            buf_putc(out, '\n');
+        }
+        if (len > 0) {
+            buf_putc(out, '\n');
+        }
+        buf_printf(out, "[%s.%s]\ncommand = ", table, name);
+        put_toml_string(out, command);
+        buf_puts(out, "\nargs = ");
+        put_args(out, args, n_args);
+        buf_putc(out, '\n');
+    }
+    if (buf_failed(out)) {
+        err_set(err, ERR_NOMEM, "'%s' would be too large", shown);
+        goto out;
+    }
+    /* Prove the result says what we meant before anyone writes it. */
+    if (ptoml_parse(buf_cstr(out), out->len, shown, &check, err) < 0) {
+        err->code = ERR_INVAL;
+        goto out;
+    }
+    if (find_server(check, shown, table, name, &srv, err) < 0) {
+        goto out;
+    }
+    {
+        const char *c = srv ? ptoml_string(ptoml_get(srv, "command"), NULL) : NULL;
+        if (c == NULL || strcmp(c, command) != 0 ||
+            !same_args(ptoml_get(srv, "args"), args, n_args)) {
+            err_set(err, ERR_INVAL,
+                    "'%s': cannot add [%s.%s] without changing its meaning; "
+                    "edit it by hand",
+                    shown, table, name);
+            goto out;
+        }
+    }
+    *changed = 1;
+    rc = 0;
+out:
+    ptoml_free(doc);
+    ptoml_free(check);
     return rc;
 }

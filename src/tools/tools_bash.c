@@ -329,6 +329,80 @@ summarize(struct tool_call *call, const char *what, const char *command)
     tool_call_set_summary(call, "%s: %s", what, c);
 }
 
+/* 1 if the stored bytes of o (or its tail) hold needle. */
+static int
+output_has(const struct sandbox_output *o, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    return (o->data.len >= n && memmem(o->data.data, o->data.len, needle, n) != NULL) ||
+           (o->tail_len >= n && memmem(o->tail, o->tail_len, needle, n) != NULL);
+}
+
+/*
+ * A write under a read-only overlay fails with a bare EROFS ("Read-only file system"),
+ * which tells an agent nothing about why /workspace/.git is not writable. When a command
+ * failed saying so and the session has overlays, the result names them: "hint" in a
+ * sentence, "read_only_overlays" as [{key, host_path}] (those whose key the output
+ * mentions, else all of them).
+ */
+static void
+add_overlay_hint(struct tools_env *env, const char *sid, const struct sandbox_result *res,
+                 cJSON *st)
+{
+    struct store_overlay *ov = NULL;
+    size_t n = 0, named = 0;
+    struct err err;
+    struct buf keys;
+    cJSON *list;
+
+    if (res->exit_code == 0 || (!output_has(&res->err, "Read-only file system") &&
+                                !output_has(&res->out, "Read-only file system"))) {
+        return;
+    }
+    if (store_overlay_list(env->store, sid, &ov, &n, &err) < 0 || n == 0) {
+        store_overlay_list_free(ov, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        named += output_has(&res->err, ov[i].key) || output_has(&res->out, ov[i].key);
+    }
+    list = cJSON_CreateArray();
+    buf_init(&keys, 4096);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        cJSON *o;
+        if (named > 0 && !output_has(&res->err, ov[i].key) && !output_has(&res->out, ov[i].key)) {
+            continue;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "key", ov[i].key);
+        cJSON_AddStringToObject(o, "host_path", ov[i].host_path);
+        cJSON_AddItemToArray(list, o);
+        buf_printf(&keys, "%s/workspace/%s", keys.len > 0 ? ", " : "", ov[i].key);
+    }
+    if (list != NULL && !buf_failed(&keys)) {
+        struct buf h;
+        buf_init(&h, 8192);
+        buf_printf(&h,
+                   "the command hit a read-only file system: %s %s a read-only overlay of a "
+                   "host directory (mount_overlay_paths), bound into the sandbox as it is on "
+                   "the host and never checkpointed; writes under it fail with EROFS. Write "
+                   "elsewhere in /workspace, or ask the operator to remove the name from "
+                   "mount_overlay_paths (a .git up to mount_git_copy_max_mb is copied) and "
+                   "mount again",
+                   buf_cstr(&keys), cJSON_GetArraySize(list) == 1 ? "is" : "are each");
+        if (!buf_failed(&h)) {
+            cJSON_AddStringToObject(st, "hint", buf_cstr(&h));
+        }
+        buf_release(&h);
+        cJSON_AddItemToObject(st, "read_only_overlays", list);
+        list = NULL;
+    }
+    cJSON_Delete(list);
+    buf_release(&keys);
+    store_overlay_list_free(ov, n);
+}
+
 static void bash_commit(struct bash_run *r);
 
 static void
@@ -483,6 +557,7 @@ bash_commit(struct bash_run *r)
     cJSON_AddBoolToObject(st, "warm", res->warm);
     cJSON_AddItemToObject(st, "stdout_tail", tail_json(&res->out));
     cJSON_AddItemToObject(st, "stderr_tail", tail_json(&res->err));
+    add_overlay_hint(env, session_id(r->s), res, st);
     {
         int64_t t_commit = time_mono_us();
         tool_call_done_json(call, st);
@@ -514,69 +589,41 @@ on_cancel(struct tool_call *call, void *arg)
 /* ---- read-only paths ------------------------------------------------------------------ */
 
 /*
- * The daemon's $PATH entries, resolved, existing directories only, deduplicated, once
- * per process (reference section 3.2). "/" is never one of them: binding the whole
- * host read-only would undo the sandbox's read set.
+ * The daemon's $PATH entries and what their tools need (shim managers' roots, the
+ * targets of their links and "#!" lines), resolved, once per process (reference section
+ * 3.2; host_toolchain_scan in host/ decides what may be bound). "/" is never one of
+ * them: binding the whole host read-only would undo the sandbox's read set.
  */
-static char *path_dirs[SANDBOX_RO_PATHS_MAX / 2];
-static size_t n_path_dirs;
+static struct host_toolchain toolchain;
 static char path_env[SANDBOX_PATH_MAX];
+/* The fixed variables, then the shim managers' roots (host_toolchain). */
+static const char *sandbox_env[2 + HOST_TOOLCHAIN_ENV_MAX] = {
+    "PYTHONPATH=/workspace/.packages/pip", "NODE_PATH=/workspace/.packages/npm/node_modules"};
+static size_t n_sandbox_env = 2;
 static int path_ready;
 
 static void
 path_init(void)
 {
-    const char *p = getenv("PATH");
-    struct buf inside;
+    struct err err;
 
     if (path_ready) {
         return;
     }
     path_ready = 1;
-    buf_init(&inside, sizeof(path_env) - 1);
-    while (p != NULL && *p != '\0') {
-        size_t n = strcspn(p, ":");
-        char raw[SANDBOX_PATH_MAX], real[SANDBOX_PATH_MAX];
-        struct stat sb;
-        int dup = 0;
-
-        if (n > 0 && n < sizeof(raw) && p[0] == '/') {
-            memcpy(raw, p, n);
-            raw[n] = '\0';
-            if (realpath(raw, real) != NULL && strcmp(real, "/") != 0 && stat(real, &sb) == 0 &&
-                S_ISDIR(sb.st_mode)) {
-                for (size_t i = 0; i < n_path_dirs; i++) {
-                    dup |= strcmp(path_dirs[i], real) == 0;
-                }
-                if (!dup && n_path_dirs < sizeof(path_dirs) / sizeof(path_dirs[0])) {
-                    path_dirs[n_path_dirs] = mem_strdup(real);
-                    if (path_dirs[n_path_dirs] != NULL) {
-                        n_path_dirs++;
-                    }
-                }
-                /* PATH inside names the entries as written: they are bound at real paths,
-                 * and a link (/bin -> usr/bin) is recreated inside as well. */
-                if (inside.len > 0) {
-                    buf_putc(&inside, ':');
-                }
-                buf_append(&inside, raw, n);
-            }
-        }
-        p += n;
-        if (*p == ':') {
-            p++;
-        }
+    if (host_toolchain_scan(getenv("PATH"), &toolchain, &err) < 0) {
+        log_warn("cannot look at $PATH's toolchains: %s", err.msg);
+        return;
     }
-    if (!buf_failed(&inside) && inside.len > 0) {
-        snprintf(path_env, sizeof(path_env), "%s", buf_cstr(&inside));
+    if (toolchain.path != NULL && strlen(toolchain.path) < sizeof(path_env)) {
+        snprintf(path_env, sizeof(path_env), "%s", toolchain.path);
     }
-    buf_release(&inside);
+    for (size_t i = 0; i < toolchain.n_env; i++) {
+        sandbox_env[n_sandbox_env++] = toolchain.env[i];
+    }
 }
 
 /* ---- the sandbox spec, and the session's prepared sandbox ------------------------------ */
-
-static const char *const sandbox_env[2] = {"PYTHONPATH=/workspace/.packages/pip",
-                                           "NODE_PATH=/workspace/.packages/npm/node_modules"};
 
 /*
  * Everything of the spec that comes from the policy and the process: read-only paths
@@ -590,9 +637,10 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     size_t n_ro = 0;
 
     path_init();
-    for (size_t i = 0; i < n_path_dirs && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
-        ro[n_ro++] = path_dirs[i];
+    for (size_t i = 0; i < toolchain.n_dirs && n_ro < SANDBOX_RO_PATHS_MAX / 2; i++) {
+        ro[n_ro++] = toolchain.dirs[i];
     }
+
     for (size_t i = 0; i < p->mount_allowlist.n && n_ro < SANDBOX_RO_PATHS_MAX; i++) {
         if (strcmp(p->mount_allowlist.v[i], "/") != 0) {
             ro[n_ro++] = p->mount_allowlist.v[i];
@@ -602,12 +650,12 @@ spec_fill(struct sandbox_spec *spec, const struct policy *p, const char *ws_path
     spec->workspace_dir = ws_path;
     spec->ro_paths = ro;
     spec->n_ro_paths = n_ro;
-    /* An allowlisted $HOME holds ~/.drun: its config and DB are covered inside. */
+    /* An allowlisted $HOME holds ~/.drun, a toolchain's root may hold the runtime
+     * directory: drun's own files beneath any bind are covered inside. */
     spec->hide_paths = hide;
-    spec->n_hide_paths = host_own_hidden((const char *const *)p->mount_allowlist.v,
-                                         p->mount_allowlist.n, hide, SANDBOX_RO_PATHS_MAX);
+    spec->n_hide_paths = host_own_hidden(ro, n_ro, hide, SANDBOX_RO_PATHS_MAX);
     spec->env = sandbox_env;
-    spec->n_env = 2;
+    spec->n_env = n_sandbox_env;
     spec->path_env = path_env[0] ? path_env : NULL;
     spec->limits.timeout_ms = p->bash_timeout_ms;
     spec->limits.memory_bytes = (uint64_t)p->sandbox_memory_mb << 20;

@@ -256,6 +256,7 @@ policy_json(cJSON *c, const struct policy *p, const char *db_in_use)
 
     cJSON_AddBoolToObject(c, "snapshot_on_close", p->snapshot_on_close);
     cJSON_AddBoolToObject(c, "export_vcs_hooks", p->export_vcs_hooks);
+    cJSON_AddNumberToObject(c, "mount_git_copy_max_mb", (double)p->mount_git_copy_max_mb);
     cJSON_AddNumberToObject(c, "fetch_max_bytes", (double)p->fetch_max_bytes);
     cJSON_AddBoolToObject(c, "fetch_allow_private", p->fetch_allow_private);
     cJSON_AddItemToObject(c, "fetch_allow_cidrs", strlist_json(&p->fetch_allow_cidrs));

@@ -339,13 +339,28 @@ mount_file(struct mount *mt, int fd, const struct stat *sb, const char *key)
 
 /* ---- the walk's callbacks (host_read_tree does the walking) ---- */
 
+/*
+ * A directory named in mount_overlay_paths is registered as a read-only overlay, except a
+ * .git no larger than mount_git_copy_max_mb: it is copied like any directory, so `git
+ * commit` in the sandbox works and is checkpointed (docs/architecture.md, "A mounted
+ * repository's .git").
+ */
 static int
-mount_cb_is_overlay(void *ctx, const char *name)
+mount_cb_is_overlay(void *ctx, const char *name, int parentfd)
 {
     struct mount *mt = ctx;
+    struct err err;
 
     for (size_t i = 0; i < mt->p->mount_overlay_paths.n; i++) {
         if (strcmp(mt->p->mount_overlay_paths.v[i], name) == 0) {
+            /* Bounded by half of what max_workspace_mb leaves too, so copying a .git
+             * never makes a mount fail that an overlay would have let through. */
+            uint64_t max = (uint64_t)mt->p->mount_git_copy_max_mb * MIB;
+            uint64_t left = mt->limit > mt->bytes ? (mt->limit - mt->bytes) / 2 : 0;
+            if (strcmp(name, ".git") == 0 && max > 0 &&
+                host_dir_within(parentfd, name, max < left ? max : left, &err) == 1) {
+                return 0;
+            }
             return 1;
         }
     }

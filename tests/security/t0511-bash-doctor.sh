@@ -14,10 +14,12 @@ fi
 
 t_begin "doctor: a working host passes every check and exits 0"
 # HOME points at an empty directory: no config file, so the built-in defaults apply.
-out=$(HOME="$T_TMP" "$mcp" doctor --db "$T_TMP/ok.db" 2>&1)
+# PATH: the system's only (a root daemon's commands run as nobody, who cannot reach a
+# toolchain under /root; doctor rightly names those, test_toolchains checks that).
+out=$(HOME="$T_TMP" PATH=/usr/local/bin:/usr/bin:/bin "$mcp" doctor --db "$T_TMP/ok.db" 2>&1)
 rc=$?
 # As root there is one more line: the host user commands run as (never root).
-want_ok=7
+want_ok=8
 [ "$(id -u)" -eq 0 ] && want_ok=$((want_ok + 1))
 # And one for pdftotext when it is installed (a warning line otherwise).
 { [ -x /usr/local/bin/pdftotext ] || [ -x /usr/bin/pdftotext ] || [ -x /bin/pdftotext ]; } &&

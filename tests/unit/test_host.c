@@ -615,6 +615,163 @@ TEST(read_door_refuses_proc_and_fifos)
     close(rfd);
 }
 
+/* ---- host_toolchain_scan --------------------------------------------------------------- */
+
+static int
+tc_has(const struct host_toolchain *t, const char *dir)
+{
+    char real[PATH_MAX];
+
+    if (realpath(dir, real) == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < t->n_dirs; i++) {
+        if (strcmp(t->dirs[i], real) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void
+tc_mkdirs(const char *path)
+{
+    char p[PATH_MAX];
+
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = p + 1; *s != '\0'; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    }
+    mkdir(p, 0755);
+}
+
+static void
+tc_script(const char *path, const char *body)
+{
+    FILE *f = fopen(path, "w");
+
+    CHECK(f != NULL);
+    fputs(body, f);
+    fclose(f);
+    CHECK(chmod(path, 0755) == 0);
+}
+
+TEST(toolchain_binds_what_path_needs)
+{
+    char home[PATH_MAX], shims[PATH_MAX], links[PATH_MAX], path[8 * PATH_MAX], f[PATH_MAX];
+    const char *t = test_tmpdir();
+    struct host_toolchain tc;
+    struct err err;
+
+    snprintf(home, sizeof(home), "%s/home", t);
+    tc_mkdirs(home);
+    CHECK(setenv("HOME", home, 1) == 0);
+    unsetenv("PYENV_ROOT");
+    unsetenv("RUSTUP_HOME");
+    /* a pyenv root: shims/ on PATH, the root bound and named */
+    snprintf(shims, sizeof(shims), "%s/.pyenv/shims", t);
+    tc_mkdirs(shims);
+    /* links: into a runtime's bin/ (its prefix bound), to a script in HOME (not), into
+     * /proc (not), to "/" (not) */
+    snprintf(links, sizeof(links), "%s/links", t);
+    tc_mkdirs(links);
+    snprintf(f, sizeof(f), "%s/rt/v1/bin", t);
+    tc_mkdirs(f);
+    snprintf(f, sizeof(f), "%s/rt/v1/bin/tool", t);
+    tc_script(f, "#!/bin/sh\n");
+    snprintf(path, sizeof(path), "%s/tool", links);
+    CHECK(symlink(f, path) == 0);
+    snprintf(f, sizeof(f), "%s/x.sh", home);
+    tc_script(f, "#!/bin/sh\n");
+    snprintf(path, sizeof(path), "%s/hometool", links);
+    CHECK(symlink(f, path) == 0);
+    snprintf(path, sizeof(path), "%s/environ", links);
+    CHECK(symlink("/proc/self/environ", path) == 0);
+    snprintf(path, sizeof(path), "%s/root", links);
+    CHECK(symlink("/", path) == 0);
+    /* a "#!" script whose interpreter lives in an unbound prefix */
+    snprintf(f, sizeof(f), "%s/interp/bin", t);
+    tc_mkdirs(f);
+    snprintf(f, sizeof(f), "%s/interp/bin/run", t);
+    tc_script(f, "#!/bin/sh\n");
+    snprintf(path, sizeof(path), "%s/scripted", links);
+    {
+        char body[PATH_MAX + 8];
+        snprintf(body, sizeof(body), "#!%s -x\n", f);
+        tc_script(path, body);
+    }
+    /* rustup-style: links beside their target in <prefix>/bin, a secret in the prefix */
+    snprintf(f, sizeof(f), "%s/cargo/bin", t);
+    tc_mkdirs(f);
+    snprintf(f, sizeof(f), "%s/cargo/bin/rustup", t);
+    tc_script(f, "#!/bin/sh\n");
+    snprintf(path, sizeof(path), "%s/cargo/bin/cargo", t);
+    CHECK(symlink("rustup", path) == 0);
+    /* $PATH: those three, HOME itself and /proc as entries, a relative and a missing one */
+    snprintf(path, sizeof(path), "%s:%s:%s/cargo/bin:%s:/proc:relative/bin:%s/missing:/usr/bin",
+             shims, links, t, home, t);
+    CHECK_OK(host_toolchain_scan(path, &tc, &err), &err);
+    snprintf(f, sizeof(f), "%s/.pyenv", t);
+    CHECK_MSG(tc_has(&tc, f), "the pyenv root is bound");
+    CHECK_MSG(tc.n_env >= 1 && strncmp(tc.env[0], "PYENV_ROOT=", 11) == 0, "PYENV_ROOT named");
+    CHECK(tc_has(&tc, links));
+    snprintf(f, sizeof(f), "%s/rt/v1", t);
+    CHECK_MSG(tc_has(&tc, f), "a link's bin/ prefix is bound");
+    snprintf(f, sizeof(f), "%s/interp", t);
+    CHECK_MSG(tc_has(&tc, f), "a #! interpreter's prefix is bound");
+    CHECK_MSG(!tc_has(&tc, home), "HOME is never bound");
+    snprintf(f, sizeof(f), "%s/cargo", t);
+    CHECK_MSG(!tc_has(&tc, f), "a link beside its target does not bind the prefix");
+    snprintf(f, sizeof(f), "%s/cargo/bin", t);
+    CHECK(tc_has(&tc, f));
+    for (size_t i = 0; i < tc.n_dirs; i++) {
+        CHECK_MSG(strcmp(tc.dirs[i], "/") != 0 && strncmp(tc.dirs[i], "/proc", 5) != 0 &&
+                      strncmp(tc.dirs[i], "/sys", 4) != 0 && strncmp(tc.dirs[i], "/dev", 4) != 0,
+                  "'%s' bound", tc.dirs[i]);
+        CHECK_MSG(strncmp(home, tc.dirs[i], strlen(tc.dirs[i])) != 0 ||
+                      (home[strlen(tc.dirs[i])] != '/' && home[strlen(tc.dirs[i])] != '\0'),
+                  "'%s' holds HOME", tc.dirs[i]);
+    }
+    /* PATH inside: existing entries only, /usr/bin kept as written */
+    CHECK(tc.path != NULL && strstr(tc.path, "relative") == NULL &&
+          strstr(tc.path, "missing") == NULL && strstr(tc.path, "/usr/bin") != NULL &&
+          strstr(tc.path, "/proc") == NULL);
+    host_toolchain_release(&tc);
+    CHECK(tc.n_dirs == 0 && tc.path == NULL);
+}
+
+TEST(toolchain_bounds)
+{
+    char path[65536], d[PATH_MAX];
+    size_t n = 0;
+    struct host_toolchain tc;
+    struct err err;
+
+    /* more entries than HOST_TOOLCHAIN_DIRS_MAX: the rest are left out, no failure */
+    path[0] = '\0';
+    for (int i = 0; i < HOST_TOOLCHAIN_DIRS_MAX + 10; i++) {
+        snprintf(d, sizeof(d), "%s/e%d", test_tmpdir(), i);
+        CHECK(mkdir(d, 0755) == 0);
+        n += (size_t)snprintf(path + n, sizeof(path) - n, "%s%s", n ? ":" : "", d);
+    }
+    CHECK_OK(host_toolchain_scan(path, &tc, &err), &err);
+    CHECK_EQ_INT((int)tc.n_dirs, HOST_TOOLCHAIN_DIRS_MAX);
+    host_toolchain_release(&tc);
+    for (const char *const *v = (const char *const[]){"PYENV_ROOT", "RBENV_ROOT", "ASDF_DATA_DIR",
+                                                      "MISE_DATA_DIR", "VOLTA_HOME", "RUSTUP_HOME",
+                                                      "CARGO_HOME", "HOMEBREW_PREFIX", NULL};
+         *v != NULL; v++) {
+        unsetenv(*v);
+    }
+    CHECK_OK(host_toolchain_scan(NULL, &tc, &err), &err);
+    CHECK_EQ_INT((int)tc.n_dirs, 0);
+    host_toolchain_release(&tc);
+}
+
 TESTS(writes_files_atomically, writes_files_atomically_fallback, refuses_symlinks_on_the_way,
       refuses_symlinks_on_the_way_fallback, open_root_refuses_links_and_slash,
       symlinks_are_written_as_links, write_fd_copies_and_caps, removes_without_following,
@@ -622,4 +779,4 @@ TESTS(writes_files_atomically, writes_files_atomically_fallback, refuses_symlink
       safeopen_escapes, safeopen_escapes_fallback, never_crosses_a_bind_mount,
       never_crosses_a_bind_mount_fallback, own_files_behind_every_door,
       exported_link_chains_stay_inside, vcs_hooks_need_the_operator, snapshot_file_opened_once,
-      read_door_refuses_proc_and_fifos)
+      read_door_refuses_proc_and_fifos, toolchain_binds_what_path_needs, toolchain_bounds)

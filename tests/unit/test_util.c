@@ -2,6 +2,11 @@
  * test_util.c - the byte buffer, errors, hashing, hex, time and process identity.
  */
 #include "test.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "util/buf.h"
 #include "util/err.h"
@@ -9,6 +14,7 @@
 #include "util/mem.h"
 #include "util/proc.h"
 #include "util/timeutil.h"
+#include "util/userpath.h"
 
 TEST(buf_appends_and_terminates)
 {
@@ -169,6 +175,65 @@ TEST(proc_identity_detects_reuse)
     CHECK(!proc_alive(0, 0));
 }
 
+TEST(userpath_expands_tilde)
+{
+    struct err err;
+    char *p;
+
+    CHECK(setenv("HOME", "/home/u", 1) == 0);
+    p = userpath_expand("~/.drun/drun.db", &err);
+    CHECK_EQ_STR(p, "/home/u/.drun/drun.db");
+    mem_free(p);
+    p = userpath_expand("~", &err);
+    CHECK_EQ_STR(p, "/home/u");
+    mem_free(p);
+    p = userpath_expand("~user/x", &err); /* not ours to expand */
+    CHECK_EQ_STR(p, "~user/x");
+    mem_free(p);
+    p = userpath_expand("/abs/~/x", &err);
+    CHECK_EQ_STR(p, "/abs/~/x");
+    mem_free(p);
+    CHECK(setenv("HOME", "/", 1) == 0);
+    p = userpath_expand("~/x", &err);
+    CHECK_EQ_STR(p, "/x");
+    mem_free(p);
+    CHECK(unsetenv("HOME") == 0);
+    CHECK(userpath_expand("~/x", &err) == NULL);
+    CHECK_EQ_INT(err.code, ERR_INVAL);
+    CHECK(strstr(err.msg, "HOME is not set") != NULL);
+}
+
+TEST(userpath_makes_missing_parents_0700)
+{
+    char path[4096], made[4096];
+    struct stat sb;
+    struct err err;
+    int created = -1;
+
+    snprintf(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
+    CHECK_OK(userpath_make_parent(path, &created, made, sizeof(made), &err), &err);
+    CHECK_EQ_INT(created, 1);
+    snprintf(path, sizeof(path), "%s/a", test_tmpdir());
+    CHECK_EQ_STR(made, path);
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    snprintf(path, sizeof(path), "%s/a/b/c", test_tmpdir());
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    /* again: nothing to do */
+    snprintf(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
+    CHECK_OK(userpath_make_parent(path, &created, made, sizeof(made), &err), &err);
+    CHECK_EQ_INT(created, 0);
+    /* a name in the working directory has no parent to make */
+    CHECK_OK(userpath_make_parent("drun.db", &created, NULL, 0, &err), &err);
+    CHECK_EQ_INT(created, 0);
+    /* a file in the way */
+    snprintf(path, sizeof(path), "%s/file", test_tmpdir());
+    CHECK(close(open(path, O_CREAT | O_WRONLY, 0600)) == 0);
+    snprintf(path, sizeof(path), "%s/file/sub/drun.db", test_tmpdir());
+    CHECK(userpath_make_parent(path, &created, NULL, 0, &err) < 0);
+    CHECK_EQ_INT(err.code, ERR_IO);
+}
+
 TESTS(buf_appends_and_terminates, buf_cap_is_exact_and_sticky, buf_printf_past_cap_fails,
       buf_nomem_is_reported, buf_detach_hands_over, err_set_returns_minus_one, sha256_known_vectors,
-      hex_round_trip_and_rejects, time_is_sane, proc_identity_detects_reuse)
+      hex_round_trip_and_rejects, time_is_sane, proc_identity_detects_reuse, userpath_expands_tilde,
+      userpath_makes_missing_parents_0700)
