@@ -1,5 +1,5 @@
 #!/bin/sh
-# t0542-host-path-toolchains.sh - what the sandbox binds for the daemon's $PATH (shim
+# t0543-host-path-toolchains.sh - what the sandbox binds for the daemon's $PATH (shim
 # managers' roots, link targets, "#!" interpreters) must never open the daemon's secrets:
 #
 #   - a pyenv-style shim and a link into a runtime run (the binds exist at all)
