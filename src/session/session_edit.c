@@ -205,10 +205,12 @@ check_size(const struct session *s, const struct ws_manifest *next, struct sessi
      * to the same limit: the bound grows to fit the head, so a head of small files that
      * filled the bound plus its slack would raise the next bound by the slack, call
      * after call, and session_write_files of 1-byte files would raise it without end. A
-     * head that is over already (a restore, a lowered limit) may stay, not grow. */
+     * head that is over already (a restore, a lowered limit) may stay, not grow. The
+     * slack is allowed here too, so a file of exactly the limit (its inode beyond it)
+     * fits as it does in bytes; the bound then stops at twice the slack over the limit. */
     if (ws_bound_enabled()) {
         uint64_t need = ws_bound_need(next);
-        if (need > (uint64_t)limit && need > ws_bound_need(s->manifest)) {
+        if (need > (uint64_t)limit + WS_BOUND_SLACK && need > ws_bound_need(s->manifest)) {
             session_fail(e, SESSION_E_SIZE, ERR_TOOBIG,
                          "workspace files occupy %llu bytes in the size-capped workspace (each "
                          "file takes whole 4 KiB pages, each entry 1 KiB more), over the "
