@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "cmd/drun_admin.h"
-#include "tools/drunfile.h"
+#include "snapfile/snapfile.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/proc.h"
@@ -714,35 +714,39 @@ out:
     return rc;
 }
 
-/* The overlay judge for an import or restore: the policy, drun's own files, a report. */
+/* Adds the overlays the judge dropped to o: dropped_overlays and dropped_overlays_total. */
 static void
-admin_vet_init(const struct policy *p, struct drunfile_vet *vet)
+admin_vet_json(const struct snapfile_vet *vet, cJSON *o)
 {
-    memset(vet, 0, sizeof(*vet));
-    vet->p = p;
-    vet->dropped = cJSON_CreateArray();
+    cJSON *arr = cJSON_AddArrayToObject(o, "dropped_overlays");
+
+    for (size_t i = 0; arr != NULL && i < vet->n_dropped; i++) {
+        cJSON *d = cJSON_CreateObject();
+        if (d == NULL || !cJSON_AddItemToArray(arr, d)) {
+            cJSON_Delete(d);
+            break;
+        }
+        cJSON_AddStringToObject(d, "key", vet->dropped[i].key);
+        cJSON_AddStringToObject(d, "host_path", vet->dropped[i].host_path);
+        cJSON_AddStringToObject(d, "reason", vet->dropped[i].reason);
+    }
+    cJSON_AddNumberToObject(o, "dropped_overlays_total", (double)vet->total);
 }
 
 /* Prints the overlays a snapshot brought in that the policy refused, one line each. */
 static void
-admin_vet_print(struct drunfile_vet *vet)
+admin_vet_print(const struct snapfile_vet *vet)
 {
     if (vet->total > 0) {
         printf("dropped %zu overlays the policy refuses (never bound):\n", vet->total);
     }
-    for (int i = 0; vet->dropped != NULL && i < cJSON_GetArraySize(vet->dropped); i++) {
-        const cJSON *o = cJSON_GetArrayItem(vet->dropped, i);
-        printf("  %s -> %s: %s\n",
-               admin_text(cJSON_GetObjectItemCaseSensitive(o, "key")->valuestring),
-               admin_text(cJSON_GetObjectItemCaseSensitive(o, "host_path")->valuestring),
-               admin_text(cJSON_GetObjectItemCaseSensitive(o, "reason")->valuestring));
+    for (size_t i = 0; i < vet->n_dropped; i++) {
+        printf("  %s -> %s: %s\n", admin_text(vet->dropped[i].key),
+               admin_text(vet->dropped[i].host_path), admin_text(vet->dropped[i].reason));
     }
-    if ((size_t)(vet->dropped ? cJSON_GetArraySize(vet->dropped) : 0) < vet->total) {
-        printf("  ... and %zu more\n",
-               vet->total - (size_t)(vet->dropped ? cJSON_GetArraySize(vet->dropped) : 0));
+    if (vet->n_dropped < vet->total) {
+        printf("  ... and %zu more\n", vet->total - vet->n_dropped);
     }
-    cJSON_Delete(vet->dropped);
-    vet->dropped = NULL;
 }
 
 static int
@@ -751,7 +755,7 @@ snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const ch
     struct store *st = NULL;
     struct store_session s;
     struct policy *p = NULL;
-    struct drunfile_vet vet;
+    struct snapfile_vet vet;
     struct err err;
     int64_t files = 0;
     int rc = admin_open_db(a, dir == NULL, &st);
@@ -781,10 +785,10 @@ snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const ch
         store_close(st);
         return rc;
     }
-    admin_vet_init(p, &vet);
+    snapfile_vet_init(&vet, p);
     rc = store_begin(st, &err);
     if (rc == 0 && (rc = store_snapshot_restore(st, name, cpid, 0, 0, &s, &err)) == 0) {
-        rc = store_session_overlays_filter(st, s.id, drunfile_overlay_keep, &vet, &err);
+        rc = store_session_overlays_filter(st, s.id, snapfile_overlay_keep, &vet, &err);
         if (rc < 0) {
             store_session_release(&s);
         }
@@ -797,13 +801,12 @@ snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const ch
     store_close(st);
     policy_unref(p);
     if (rc < 0) {
-        cJSON_Delete(vet.dropped);
+        snapfile_vet_release(&vet);
         return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = session_json(&s);
-        cJSON_AddItemToObject(o, "dropped_overlays", vet.dropped);
-        cJSON_AddNumberToObject(o, "dropped_overlays_total", (double)vet.total);
+        admin_vet_json(&vet, o);
         rc = admin_print_json(o);
     } else {
         printf("restored snapshot '%s' as session %s (head %lld); switch to it with "
@@ -811,6 +814,7 @@ snapshot_restore(const struct admin *a, const char *name, int64_t cpid, const ch
                admin_text(name), admin_text(s.id), (long long)s.head);
         admin_vet_print(&vet);
     }
+    snapfile_vet_release(&vet);
     store_session_release(&s);
     return rc;
 }
@@ -851,7 +855,7 @@ snapshot_import(const struct admin *a, const char *file, const char *name)
     struct store *st = NULL;
     struct store_snapshot s;
     struct policy *p = NULL;
-    struct drunfile_vet vet;
+    struct snapfile_vet vet;
     struct err err;
     int fd, rc = admin_policy(a, &p);
 
@@ -864,28 +868,28 @@ snapshot_import(const struct admin *a, const char *file, const char *name)
         return rc;
     }
     memset(&s, 0, sizeof(s));
-    admin_vet_init(p, &vet);
-    fd = drunfile_open(file, &err);
-    rc = fd < 0 ? -1 : drunfile_import_fd(st, fd, file, name, &vet, &s, &err);
+    snapfile_vet_init(&vet, p);
+    fd = snapfile_open(file, &err);
+    rc = fd < 0 ? -1 : snapfile_import_fd(st, fd, file, name, &vet, &s, &err);
     if (fd >= 0) {
         close(fd);
     }
     store_close(st);
     policy_unref(p);
     if (rc < 0) {
-        cJSON_Delete(vet.dropped);
+        snapfile_vet_release(&vet);
         return admin_fail(&err);
     }
     if (a->json) {
         cJSON *o = snap_json(&s);
-        cJSON_AddItemToObject(o, "dropped_overlays", vet.dropped);
-        cJSON_AddNumberToObject(o, "dropped_overlays_total", (double)vet.total);
+        admin_vet_json(&vet, o);
         rc = admin_print_json(o);
     } else {
         printf("imported snapshot '%s' from '%s': %lld checkpoints\n", admin_text(s.name),
                admin_text(file), (long long)s.checkpoints);
         admin_vet_print(&vet);
     }
+    snapfile_vet_release(&vet);
     store_snapshot_release(&s);
     return rc;
 }

@@ -49,7 +49,7 @@ mkdir -p "$snaps"
     printf 'DRUN'
     printf '{"checkpoint_idx":0}' | gzip -c
 } >"$snaps/gzip.drun"
-# edge: k byte values give k + 13 JSON values (see drunfile.c's json_budget)
+# edge: k byte values give k + 13 JSON values (see snapfile_drun.c's json_budget)
 edge() {
     printf 'DRUN'
     {

@@ -1,5 +1,5 @@
 /*
- * drunfile.c - decode the original drun's .drun JSON and store it as a snapshot.
+ * snapfile_drun.c - decode the original drun's .drun JSON and store it as a snapshot.
  *
  * Every key is checked for presence and type before anything is used; the required
  * ones are those the original requires (checkpoint_idx, blobs, checkpoints, chat_log;
@@ -9,97 +9,21 @@
  * keeps only regular files without modes, so every entry becomes WS_FILE. Manifests
  * are stored as deltas of the previous checkpoint's, as live sessions store them.
  */
-#include "tools/drunfile.h"
+#include "snapfile/snapfile.h"
 
 #include <cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "host/host.h"
 #include "util/mem.h"
-#include "util/timeutil.h"
 #include "workspace/workspace.h"
-
-int
-drunfile_is_drun(const void *data, size_t len)
-{
-    return len >= 4 && memcmp(data, "DRUN", 4) == 0;
-}
-
-int
-drunfile_read_fd(int fd, const char *path, struct buf *out, struct err *err)
-{
-    char chunk[65536];
-    ssize_t n;
-
-    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-        if (buf_append(out, chunk, (size_t)n) < 0) {
-            if (out->failed == ERR_TOOBIG) {
-                return err_set(err, ERR_TOOBIG,
-                               "snapshot file '%.200s' is larger than %zu MiB, the most drun "
-                               "imports",
-                               path, DRUNFILE_MAX >> 20);
-            }
-            return buf_err(out, path, err);
-        }
-    }
-    if (n < 0) {
-        return err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno));
-    }
-    return 0;
-}
-
-int
-drunfile_open(const char *path, struct err *err)
-{
-    struct stat sb;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-
-    if (fd < 0) {
-        return err_set(err, errno == ENOENT ? ERR_NOTFOUND : ERR_IO,
-                       "cannot read snapshot file '%.200s': %s", path, strerror(errno));
-    }
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
-    }
-    return fd;
-}
-
-/* ---- overlays ------------------------------------------------------------------------- */
-
-int
-drunfile_overlay_keep(void *ctx, const char *key, const char *host_path)
-{
-    struct drunfile_vet *vet = ctx;
-    struct err err;
-    cJSON *o;
-
-    if (host_check_overlay(vet->p, key, host_path, &err) == 0) {
-        return 1;
-    }
-    vet->total++;
-    if (vet->dropped != NULL && (size_t)cJSON_GetArraySize(vet->dropped) < DRUNFILE_DROPPED_MAX &&
-        (o = cJSON_CreateObject()) != NULL) {
-        cJSON_AddStringToObject(o, "key", key);
-        cJSON_AddStringToObject(o, "host_path", host_path);
-        cJSON_AddStringToObject(o, "reason", err.msg);
-        cJSON_AddItemToArray(vet->dropped, o);
-    }
-    return 0;
-}
 
 /* ---- the budget ----------------------------------------------------------------------- */
 
 /*
  * Counts, on the JSON text, an upper bound of the nodes cJSON would allocate (one per
  * array or object, and one per member: commas + 1 per container) and the deepest
- * nesting, refusing past DRUNFILE_VALUES_MAX or DRUNFILE_DEPTH_MAX before any node
+ * nesting, refusing past SNAPFILE_VALUES_MAX or SNAPFILE_DEPTH_MAX before any node
  * exists. Strings are skipped with their escapes; the text's validity is cJSON's job.
  */
 static int
@@ -115,10 +39,10 @@ json_budget(const char *text, size_t len, struct err *err)
             }
         } else if (c == '{' || c == '[') {
             values++;
-            if (++depth > DRUNFILE_DEPTH_MAX) {
+            if (++depth > SNAPFILE_DEPTH_MAX) {
                 return err_set(err, ERR_TOOBIG,
                                "not a valid .drun snapshot: its JSON nests deeper than %d levels",
-                               DRUNFILE_DEPTH_MAX);
+                               SNAPFILE_DEPTH_MAX);
             }
         } else if (c == '}' || c == ']') {
             depth -= depth > 0;
@@ -127,11 +51,11 @@ json_budget(const char *text, size_t len, struct err *err)
         } else {
             continue;
         }
-        if (values > DRUNFILE_VALUES_MAX) {
+        if (values > SNAPFILE_VALUES_MAX) {
             return err_set(err, ERR_TOOBIG,
                            "the .drun snapshot holds more than %d JSON values, the most drun "
                            "imports; split the session's history before exporting it",
-                           DRUNFILE_VALUES_MAX);
+                           SNAPFILE_VALUES_MAX);
         }
     }
     return 0;
@@ -227,7 +151,7 @@ put_text(struct store *st, const char *text, uint8_t hash[HASH_LEN], int64_t *by
 
 static int
 import_json(struct store *st, const cJSON *root, const char *name, const char *source,
-            struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
+            struct snapfile_vet *vet, struct store_snapshot *out, struct err *err)
 {
     const cJSON *blobs, *cps, *chat, *head, *v, *item;
     uint8_t(*hashes)[HASH_LEN] = NULL;
@@ -265,10 +189,10 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
     if (ncps == 0) {
         return err_set(err, ERR_CORRUPT, "not a valid .drun snapshot: it has no checkpoints");
     }
-    if (ncps > DRUNFILE_CHECKPOINTS_MAX) {
+    if (ncps > SNAPFILE_CHECKPOINTS_MAX) {
         return err_set(err, ERR_TOOBIG,
                        "the .drun snapshot has %zu checkpoints, more than the %d drun imports",
-                       ncps, DRUNFILE_CHECKPOINTS_MAX);
+                       ncps, SNAPFILE_CHECKPOINTS_MAX);
     }
     hashes = mem_calloc(nblobs ? nblobs : 1, sizeof(*hashes));
     sizes = mem_calloc(nblobs ? nblobs : 1, sizeof(*sizes));
@@ -467,10 +391,10 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
     if (cJSON_IsObject(v)) {
         const cJSON *o;
         size_t nall = (size_t)cJSON_GetArraySize(v);
-        if (nall > DRUNFILE_OVERLAYS_MAX) {
+        if (nall > SNAPFILE_OVERLAYS_MAX) {
             err_set(err, ERR_TOOBIG,
                     "the .drun snapshot has %zu overlays, more than the %d drun imports", nall,
-                    DRUNFILE_OVERLAYS_MAX);
+                    SNAPFILE_OVERLAYS_MAX);
             goto fail;
         }
         ovs = mem_calloc(nall ? nall : 1, sizeof(*ovs));
@@ -488,7 +412,7 @@ import_json(struct store *st, const cJSON *root, const char *name, const char *s
                 goto fail;
             }
             /* A snapshot never brings in a host path session_mount would refuse now. */
-            if (vet != NULL && !drunfile_overlay_keep(vet, o->string, o->valuestring)) {
+            if (vet != NULL && !snapfile_overlay_keep(vet, o->string, o->valuestring)) {
                 continue;
             }
             ovs[novs].key = o->string;
@@ -546,9 +470,10 @@ out:
 }
 
 /* Unpacks, checks the budget, parses and imports; json is released before the import. */
-static int
-import_packed(struct store *st, const void *data, size_t len, const char *name, const char *source,
-              struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
+int
+snapfile_import(struct store *st, const void *data, size_t len, const char *name,
+                const char *source, struct snapfile_vet *vet, struct store_snapshot *out,
+                struct err *err)
 {
     struct buf json;
     cJSON *root;
@@ -560,14 +485,14 @@ import_packed(struct store *st, const void *data, size_t len, const char *name, 
     if (store_snapshot_name_check(name, err) < 0) {
         return -1;
     }
-    buf_init(&json, DRUNFILE_JSON_MAX);
+    buf_init(&json, SNAPFILE_JSON_MAX);
     if (store_drun_unpack(data, len, &json, err) < 0) {
         buf_release(&json);
         if (err->code == ERR_TOOBIG) {
             return err_set(err, ERR_TOOBIG,
                            "the .drun snapshot expands to more than %zu MiB of JSON, the most "
                            "drun imports; nothing was stored",
-                           DRUNFILE_JSON_MAX >> 20);
+                           SNAPFILE_JSON_MAX >> 20);
         }
         return -1;
     }
@@ -582,160 +507,5 @@ import_packed(struct store *st, const void *data, size_t len, const char *name, 
     }
     rc = import_json(st, root, name, source, vet, out, err);
     cJSON_Delete(root);
-    return rc;
-}
-
-int
-drunfile_import(struct store *st, const void *data, size_t len, const char *name,
-                const char *source, struct drunfile_vet *vet, struct store_snapshot *out,
-                struct err *err)
-{
-    return import_packed(st, data, len, name, source, vet, out, err);
-}
-
-/* ---- importing a snapshot file of either kind ------------------------------------------ */
-
-#define STEM_MAX 80 /* file stem kept in an imported snapshot's generated name */
-
-/* "<file stem, made a valid snapshot name>-<UTC time, digits only>". */
-static void
-fresh_name(const char *path, char *out, size_t size)
-{
-    const char *base = strrchr(path, '/');
-    char iso[32];
-    size_t k = 0;
-
-    base = base ? base + 1 : path;
-    while (*base == '.' || *base == '-') {
-        base++;
-    }
-    for (; *base != '\0' && *base != '.' && k < STEM_MAX && k + 1 < size; base++) {
-        char c = *base;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '-';
-        out[k++] = ok ? c : '_';
-    }
-    if (k == 0) {
-        k = (size_t)snprintf(out, size, "import");
-    }
-    time_format_iso(time_now_ms(), iso, sizeof(iso));
-    if (k + 1 < size) {
-        out[k++] = '-';
-    }
-    for (const char *c = iso; *c != '\0' && k + 1 < size; c++) {
-        if (*c != '-' && *c != ':' && *c != '.') {
-            out[k++] = *c;
-        }
-    }
-    out[k] = '\0';
-}
-
-/*
- * Copies regular file fd (sb: its fstat) to a new private file beside the database,
- * named into tmp: at most DRUNFILE_EXPORT_MAX bytes, with memory for one chunk.
- */
-static int
-copy_private(struct store *st, int fd, const char *path, const struct stat *sb, char *tmp,
-             size_t size, struct err *err)
-{
-    static unsigned seq;
-    char chunk[65536];
-    off_t total = 0;
-    ssize_t n;
-    int out;
-
-    if (sb->st_size > DRUNFILE_EXPORT_MAX) {
-        return err_set(err, ERR_TOOBIG,
-                       "snapshot file '%.200s' is larger than %lld GiB, the most drun imports",
-                       path, (long long)(DRUNFILE_EXPORT_MAX >> 30));
-    }
-    if ((size_t)snprintf(tmp, size, "%s-import-%d-%u", store_path(st), (int)getpid(), seq++) >=
-        size) {
-        return err_set(err, ERR_TOOBIG, "the database path is too long");
-    }
-    out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (out < 0) {
-        return err_set(err, ERR_IO, "cannot create '%.200s': %s", tmp, strerror(errno));
-    }
-    while ((n = pread(fd, chunk, sizeof(chunk), total)) > 0) {
-        if ((total += n) > DRUNFILE_EXPORT_MAX) {
-            err_set(err, ERR_TOOBIG, "snapshot file '%.200s' grew past %lld GiB while read", path,
-                    (long long)(DRUNFILE_EXPORT_MAX >> 30));
-            goto fail;
-        }
-        for (ssize_t done = 0, w; done < n; done += w) {
-            w = write(out, chunk + done, (size_t)(n - done));
-            if (w < 0) {
-                err_set(err, ERR_IO, "cannot write '%.200s': %s", tmp, strerror(errno));
-                goto fail;
-            }
-        }
-    }
-    if (n < 0) {
-        err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno));
-        goto fail;
-    }
-    if (close(out) < 0) {
-        out = -1;
-        err_set(err, ERR_IO, "cannot write '%.200s': %s", tmp, strerror(errno));
-        goto fail;
-    }
-    return 0;
-fail:
-    if (out >= 0) {
-        close(out);
-    }
-    unlink(tmp);
-    return -1;
-}
-
-int
-drunfile_import_fd(struct store *st, int fd, const char *path, const char *name,
-                   struct drunfile_vet *vet, struct store_snapshot *out, struct err *err)
-{
-    char fresh[STORE_SNAPSHOT_NAME_MAX + 1], head[4] = {0}, tmp[PATH_MAX];
-    struct stat sb;
-    struct buf data;
-    ssize_t got;
-    int rc;
-
-    if (out != NULL) {
-        memset(out, 0, sizeof(*out));
-    }
-    /* Only a regular file is read: a device or a FIFO can block or have effects. */
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        return err_set(err, ERR_INVAL, "snapshot file '%.200s' is not a regular file", path);
-    }
-    got = pread(fd, head, sizeof(head), 0);
-    fresh_name(path, fresh, sizeof(fresh));
-    if (got == 4 && drunfile_is_drun(head, 4)) {
-        buf_init(&data, DRUNFILE_MAX);
-        rc = lseek(fd, 0, SEEK_SET) < 0
-                 ? err_set(err, ERR_IO, "cannot read '%.200s': %s", path, strerror(errno))
-                 : drunfile_read_fd(fd, path, &data, err);
-        if (rc == 0) {
-            rc = import_packed(st, data.data, data.len, name ? name : fresh, fresh, vet, out, err);
-        }
-        buf_release(&data);
-        return rc;
-    }
-    /* SQLite opens files by name, and would resolve /proc/self/fd/N back to the path: so
-     * the bytes fd holds are copied to a private file beside the database (0600, O_EXCL)
-     * and that copy is imported, then removed. */
-    if (copy_private(st, fd, path, &sb, tmp, sizeof(tmp), err) < 0) {
-        return -1;
-    }
-    rc = store_snapshot_import_as(st, tmp, path, name, ws_manifest_refs, NULL, out, err);
-    if (rc < 0 && name == NULL && err->code == ERR_EXISTS) {
-        rc = store_snapshot_import_as(st, tmp, path, fresh, ws_manifest_refs, NULL, out, err);
-    }
-    unlink(tmp);
-    if (rc == 0 &&
-        store_snapshot_overlays_filter(st, out->name, drunfile_overlay_keep, vet, err) < 0) {
-        struct err derr;
-        store_snapshot_delete(st, out->name, &derr);
-        store_snapshot_release(out);
-        return -1;
-    }
     return rc;
 }
