@@ -32,6 +32,7 @@
 #include "util/mem.h"
 #include "util/timeutil.h"
 #include "util/userpath.h"
+#include "util/utf8.h"
 #include "workspace/workspace.h"
 
 #define TAIL_DEFAULT 20
@@ -96,37 +97,6 @@ admin_fail(const struct err *err)
     return EXIT_FAIL;
 }
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), or 0 if it is not one. */
-static size_t
-utf8_len(const unsigned char *p, size_t n)
-{
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        need = 2;
-    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        need = 3;
-        lo = p[0] == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
-        hi = p[0] == 0xed ? 0x9f : 0xbf; /* no surrogates */
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        need = 4;
-        lo = p[0] == 0xf0 ? 0x90 : 0x80;
-        hi = p[0] == 0xf4 ? 0x8f : 0xbf; /* nothing past U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < need || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < need; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return need;
-}
-
 const char *
 admin_text(const char *s)
 {
@@ -144,7 +114,7 @@ admin_text(const char *s)
     buf_init(b, BUF_MAX_DEFAULT * 4);
     n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t k = p[i] < 0x80 ? 1 : utf8_len(p + i, n - i);
+        size_t k = utf8_seq(p + i, n - i);
         if (p[i] == '\n') {
             buf_puts(b, "\\n");
         } else if (p[i] == '\t') {

@@ -10,6 +10,7 @@
 
 #include "util/mem.h"
 #include "util/pathkey.h"
+#include "util/utf8.h"
 
 int
 session_load_manifest(struct session_mgr *m, const char *id, int64_t cp, struct ws_manifest **out,
@@ -129,39 +130,6 @@ session_step(struct session *s, int64_t cp, const char *tool, const char *descri
                                description ? description : "", &e->base) < 0) {
         return session_fail_err(e, e->base.code == ERR_TOOBIG ? SESSION_E_ARGS : SESSION_E_OTHER,
                                 &e->base);
-    }
-    return 0;
-}
-
-/* Length of the valid UTF-8 sequence at p (n bytes available), or 0 if invalid. */
-static size_t
-utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        return n >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    }
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f)) {
-            return 0; /* overlong or a surrogate */
-        }
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f)) {
-            return 0;
-        }
-        return 4;
     }
     return 0;
 }

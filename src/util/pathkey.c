@@ -11,52 +11,10 @@
 #include <string.h>
 
 #include "util/mem.h"
+#include "util/utf8.h"
 
 /* Longest quoted key shown in a message; keeps err.msg readable and untruncated. */
 #define QUOTE_MAX 96
-
-/*
- * Returns the length of the valid UTF-8 sequence starting at p (at most n bytes), or
- * 0 if it is invalid: overlong forms, surrogates and code points past U+10FFFF count
- * as invalid, as in RFC 3629.
- */
-static size_t
-utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    size_t need;
-    uint32_t cp;
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        need = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < need) {
-        return 0;
-    }
-    for (size_t i = 1; i < need; i++) {
-        if ((p[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if ((need == 3 && cp < 0x800) || (need == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-        return 0;
-    }
-    return need;
-}
 
 void
 pathkey_quote(const char *key, size_t len, char *out, size_t size)

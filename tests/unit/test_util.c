@@ -15,6 +15,7 @@
 #include "util/proc.h"
 #include "util/timeutil.h"
 #include "util/userpath.h"
+#include "util/utf8.h"
 
 TEST(buf_appends_and_terminates)
 {
@@ -233,7 +234,39 @@ TEST(userpath_makes_missing_parents_0700)
     CHECK_EQ_INT(err.code, ERR_IO);
 }
 
-TESTS(buf_appends_and_terminates, buf_cap_is_exact_and_sticky, buf_printf_past_cap_fails,
-      buf_nomem_is_reported, buf_detach_hands_over, err_set_returns_minus_one, sha256_known_vectors,
-      hex_round_trip_and_rejects, time_is_sane, proc_identity_detects_reuse, userpath_expands_tilde,
-      userpath_makes_missing_parents_0700)
+TEST(utf8_at_and_past_every_edge)
+{
+    size_t bad = 0;
+
+    CHECK(utf8_valid("a\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80", 10, NULL));
+    CHECK(utf8_valid("", 0, NULL));
+    CHECK(utf8_valid("a\0b", 3, NULL)); /* NUL is text here; callers that mind check it */
+    CHECK(!utf8_valid("ab\xc0\xaf", 4, &bad));
+    CHECK_EQ_INT(bad, 2);
+    /* each boundary, valid on one side and not on the other */
+    CHECK_EQ_INT(utf8_seq("\xc2\x80", 2), 2);         /* U+0080 */
+    CHECK_EQ_INT(utf8_seq("\xc1\xbf", 2), 0);         /* overlong U+007F */
+    CHECK_EQ_INT(utf8_seq("\xe0\xa0\x80", 3), 3);     /* U+0800 */
+    CHECK_EQ_INT(utf8_seq("\xe0\x9f\xbf", 3), 0);     /* overlong U+07FF */
+    CHECK_EQ_INT(utf8_seq("\xed\x9f\xbf", 3), 3);     /* U+D7FF */
+    CHECK_EQ_INT(utf8_seq("\xed\xa0\x80", 3), 0);     /* U+D800, a surrogate */
+    CHECK_EQ_INT(utf8_seq("\xed\xbf\xbf", 3), 0);     /* U+DFFF */
+    CHECK_EQ_INT(utf8_seq("\xee\x80\x80", 3), 3);     /* U+E000 */
+    CHECK_EQ_INT(utf8_seq("\xef\xbf\xbf", 3), 3);     /* U+FFFF */
+    CHECK_EQ_INT(utf8_seq("\xf0\x90\x80\x80", 4), 4); /* U+10000 */
+    CHECK_EQ_INT(utf8_seq("\xf0\x8f\xbf\xbf", 4), 0); /* overlong U+FFFF */
+    CHECK_EQ_INT(utf8_seq("\xf4\x8f\xbf\xbf", 4), 4); /* U+10FFFF */
+    CHECK_EQ_INT(utf8_seq("\xf4\x90\x80\x80", 4), 0); /* past U+10FFFF */
+    CHECK_EQ_INT(utf8_seq("\xf5\x80\x80\x80", 4), 0); /* never a lead byte */
+    CHECK_EQ_INT(utf8_seq("\x80", 1), 0);             /* a stray continuation */
+    CHECK_EQ_INT(utf8_seq("\xe2\x82\xac", 2), 0);     /* cut short by n */
+    CHECK_EQ_INT(utf8_seq("\xe2\x28\xac", 3), 0);     /* a bad continuation */
+    CHECK_EQ_INT(utf8_seq("\xf0\x9f\x98\x28", 4), 0); /* a bad last continuation */
+    CHECK(!utf8_valid("\xe2\x82", 2, &bad));
+    CHECK_EQ_INT(bad, 0);
+}
+
+TESTS(utf8_at_and_past_every_edge, buf_appends_and_terminates, buf_cap_is_exact_and_sticky,
+      buf_printf_past_cap_fails, buf_nomem_is_reported, buf_detach_hands_over,
+      err_set_returns_minus_one, sha256_known_vectors, hex_round_trip_and_rejects, time_is_sane,
+      proc_identity_detects_reuse, userpath_expands_tilde, userpath_makes_missing_parents_0700)
