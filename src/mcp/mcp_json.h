@@ -16,12 +16,6 @@
 
 #include <stddef.h>
 
-/*
- * Returns 1 if p[0..n) is well-formed UTF-8 (no overlong forms, no surrogates, nothing
- * above U+10FFFF), else 0 with *bad_at (if non-NULL) the offset of the first bad byte.
- */
-int mcp_utf8_valid(const char *p, size_t n, size_t *bad_at);
-
 /* The kinds of JSON value; an INTEGER is a number without a fraction or exponent. */
 enum mcp_json_kind {
     MCP_JSON_NONE = 0,

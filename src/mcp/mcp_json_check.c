@@ -18,6 +18,8 @@
 
 #include <string.h>
 
+#include "util/utf8.h"
+
 #define NOT_A_VALUE                                                                                \
     "not a JSON value (strings need double quotes; the literals are true, false and null)"
 
@@ -146,14 +148,8 @@ check_string(struct ck *c, char *key, size_t key_size, int *key_long)
                 c->i += 2;
             }
         } else if (ch >= 0x80) {
-            size_t bad = 0, len = 1;
-            /* The sequence's length from its lead byte; mcp_utf8_valid checks the rest. */
-            len = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : 2;
-            if (c->n - c->i < len) {
-                len = c->n - c->i;
-            }
-            if (!mcp_utf8_valid((const char *)c->p + c->i, len, &bad)) {
-                c->i += bad;
+            size_t len = utf8_seq(c->p + c->i, c->n - c->i);
+            if (len == 0) {
                 return fail(c, "invalid UTF-8");
             }
             c->i += len;

@@ -8,18 +8,6 @@
 #include "mcp/mcp_json.h"
 #include "tools/tools.h"
 
-TEST(utf8_accepts_and_refuses)
-{
-    size_t bad = 0;
-    CHECK(mcp_utf8_valid("a\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80", 10, NULL));
-    CHECK(!mcp_utf8_valid("ab\xc0\xaf", 4, &bad));
-    CHECK_EQ_INT(bad, 2);
-    CHECK(!mcp_utf8_valid("\xed\xa0\x80", 3, NULL));     /* surrogate */
-    CHECK(!mcp_utf8_valid("\xf4\x90\x80\x80", 4, NULL)); /* past U+10FFFF */
-    CHECK(!mcp_utf8_valid("\xe2\x82", 2, NULL));         /* cut short */
-    CHECK(!mcp_utf8_valid("\x80", 1, NULL));
-}
-
 static int
 check(const char *t, struct mcp_json_scan *sc)
 {
@@ -225,6 +213,6 @@ TEST(registry_order_and_duplicates)
     tools_registry_reset();
 }
 
-TESTS(utf8_accepts_and_refuses, check_accepts_rfc_json, check_refuses_what_the_rfc_refuses,
-      check_depth_bound, check_records_exact_spans, check_flags_what_drun_cannot_carry,
-      schema_check_edges, registry_order_and_duplicates)
+TESTS(check_accepts_rfc_json, check_refuses_what_the_rfc_refuses, check_depth_bound,
+      check_records_exact_spans, check_flags_what_drun_cannot_carry, schema_check_edges,
+      registry_order_and_duplicates)
