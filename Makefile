@@ -23,8 +23,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wswitch-enum \
-        -Wpointer-arith -Wundef -Wcast-align -Wnull-dereference \
-        -Wno-format-truncation
+        -Wpointer-arith -Wundef -Wcast-align -Wnull-dereference
 CWARN := $(WARN) -Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition
 
 OPT      ?= -O2 -g
@@ -34,6 +33,13 @@ CFLAGS   += -std=c11 $(OPT) $(SANITIZE) -fPIC $(CWARN)
 CXXFLAGS += -std=c++17 $(OPT) $(SANITIZE) -fPIC $(WARN) -fno-exceptions -fno-rtti
 LDFLAGS  += $(SANITIZE)
 LDLIBS   += $(PKG_LIBS) -lstdc++ -lpthread -lm
+
+# -Wformat-truncation (in -Wall) is on everywhere but in these files, which build paths
+# with snprintf into fixed buffers without checking the result; they are being edited on
+# other branches and get the check (or a struct buf) there. Remove a line once it builds.
+NO_FORMAT_TRUNCATION := src/sandbox/bwrap_cgroup.c src/sandbox/sandbox.c tests/unit/test_host.c \
+                        tests/unit/test_policy.c tests/unit/test_sandbox.c
+$(foreach f,$(NO_FORMAT_TRUNCATION),$(eval $(BUILD)/obj/$(f:.c=.o): CFLAGS += -Wno-format-truncation))
 
 LAYERS := util store workspace sandbox host fetch egress policy session snapfile tools mcp
 LIB_C   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))

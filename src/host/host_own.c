@@ -136,7 +136,11 @@ file_now(const struct own_file *f, dev_t *pdev, ino_t *pino, char *path, size_t 
     }
     *pdev = sb.st_dev;
     *pino = sb.st_ino;
-    snprintf(path, size, "%s/%s", strcmp(real, "/") ? real : "", f->name);
+    if ((size_t)snprintf(path, size, "%s/%s", strcmp(real, "/") ? real : "", f->name) >= size) {
+        /* Too long to name resolved: the path as registered; the parent's identity,
+         * which the inode checks use, is filled all the same. */
+        snprintf(path, size, "%s", f->path);
+    }
     return 0;
 }
 

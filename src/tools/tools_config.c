@@ -127,8 +127,11 @@ audit_policy_error(struct tools_env *env)
     if (env->store == NULL) {
         return;
     }
-    snprintf(summary, sizeof(summary), "%s%s", ps.last_error.msg,
-             ps.have_policy ? "; the last good policy stays in force" : "; no policy in force");
+    if ((size_t)snprintf(summary, sizeof(summary), "%s%s", ps.last_error.msg,
+                         ps.have_policy ? "; the last good policy stays in force"
+                                        : "; no policy in force") >= sizeof(summary)) {
+        memcpy(summary + sizeof(summary) - 4, "...", 4); /* say the summary was cut */
+    }
     for (char *c = summary; *c != '\0'; c++) {
         if ((unsigned char)*c < 0x20) {
             *c = ' ';

@@ -43,7 +43,10 @@ err_wrap(struct err *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    if (snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old) >= (int)sizeof(err->msg)) {
+        /* A message is capped at ERR_MSG_MAX; say it was cut rather than cut silently. */
+        memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
+    }
     return -1;
 }
 

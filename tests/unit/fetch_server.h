@@ -49,8 +49,8 @@ fetch_server_script(char *out, size_t size)
             break;
         }
         *slash = 0;
-        snprintf(out, size, "%s/tests/support/httpd.py", exe);
-        if (access(out, R_OK) == 0) {
+        if ((size_t)snprintf(out, size, "%s/tests/support/httpd.py", exe) < size &&
+            access(out, R_OK) == 0) {
             return;
         }
     }

@@ -101,6 +101,14 @@ test_fail(const char *file, int line, const char *fmt, ...)
         }                                                                                          \
     } while (0)
 
+/*
+ * CHECK_FMT(out, size, fmt, ...): snprintf into out, failing the test if it does not fit:
+ * a path cut short would test some other file.
+ */
+#define CHECK_FMT(out, size, ...)                                                                  \
+    CHECK_MSG((size_t)snprintf((out), (size), __VA_ARGS__) < (size_t)(size),                       \
+              "'%s' does not fit in %zu bytes", (out), (size_t)(size))
+
 /* CHECK_OK(call, &err): the call returns 0, else the test fails with err's message. */
 #define CHECK_OK(call, errp)                                                                       \
     do {                                                                                           \

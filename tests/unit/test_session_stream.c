@@ -28,7 +28,7 @@ open_store(void)
     struct store *st = NULL;
     struct err err;
 
-    snprintf(db_path, sizeof(db_path), "%s", test_path("t.db"));
+    CHECK_FMT(db_path, sizeof(db_path), "%s", test_path("t.db"));
     CHECK_OK(store_open(db_path, NULL, &st, &err), &err);
     return st;
 }

@@ -343,7 +343,7 @@ TEST(write_list_and_import_round_trip)
     struct err err;
 
     CHECK(p != NULL);
-    snprintf(root, sizeof(root), "%s", test_path("snaps/deeper"));
+    CHECK_FMT(root, sizeof(root), "%s", test_path("snaps/deeper"));
     /* the root and the directories under it are made; the file is told by its bytes */
     CHECK_OK(snapfile_write(st, "legacy", root, "sub/one.db", &bytes, &err), &err);
     CHECK(bytes > 0);

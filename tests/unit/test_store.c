@@ -127,10 +127,10 @@ TEST(open_creates_private_wal_db)
     CHECK(stat(path, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 0777, 0600);
     CHECK_OK(store_blob_put(st, "x", 1, h, &err), &err);
-    snprintf(wal, sizeof(wal), "%s-wal", path);
+    CHECK_FMT(wal, sizeof(wal), "%s-wal", path);
     CHECK(stat(wal, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 0777, 0600);
-    snprintf(wal, sizeof(wal), "%s-shm", path);
+    CHECK_FMT(wal, sizeof(wal), "%s-shm", path);
     CHECK(stat(wal, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 0777, 0600);
     CHECK_EQ_INT(store_version_at_open(st), 0);
@@ -267,8 +267,8 @@ find_schema(char *out, size_t size)
     exe[n] = '\0';
     for (char *slash = strrchr(exe, '/'); slash != NULL; slash = strrchr(exe, '/')) {
         *slash = '\0';
-        snprintf(out, size, "%s/schema/drun.sql", exe);
-        if (access(out, R_OK) == 0) {
+        if ((size_t)snprintf(out, size, "%s/schema/drun.sql", exe) < size &&
+            access(out, R_OK) == 0) {
             return 0;
         }
     }
@@ -1312,9 +1312,9 @@ TEST(allocation_failure_sweep)
         char side[8192];
 
         unlink(path);
-        snprintf(side, sizeof(side), "%s-wal", path);
+        CHECK_FMT(side, sizeof(side), "%s-wal", path);
         unlink(side);
-        snprintf(side, sizeof(side), "%s-shm", path);
+        CHECK_FMT(side, sizeof(side), "%s-shm", path);
         unlink(side);
         err_clear(&err);
         mem_fail_after(i);

@@ -60,7 +60,7 @@ wal_path(const char *path)
 {
     static char p[8192];
 
-    snprintf(p, sizeof(p), "%s-wal", path);
+    CHECK_FMT(p, sizeof(p), "%s-wal", path);
     return p;
 }
 
@@ -164,8 +164,8 @@ TEST(cap_falls_back_to_the_committing_call_and_logs_once)
     char text[8192];
     int saved, fd, lines = 0, first_over = 0;
 
-    snprintf(path, sizeof(path), "%s", test_path("cap.db"));
-    snprintf(logp, sizeof(logp), "%s", test_path("stderr.log"));
+    CHECK_FMT(path, sizeof(path), "%s", test_path("cap.db"));
+    CHECK_FMT(logp, sizeof(logp), "%s", test_path("stderr.log"));
     st = open_ckpt(path, 16, 256 << 10);
     int64_t inl;
     ssize_t n;
@@ -461,9 +461,9 @@ TEST(allocation_failure_sweep_with_thread)
         int rc;
 
         unlink(path);
-        snprintf(side, sizeof(side), "%s-wal", path);
+        CHECK_FMT(side, sizeof(side), "%s-wal", path);
         unlink(side);
-        snprintf(side, sizeof(side), "%s-shm", path);
+        CHECK_FMT(side, sizeof(side), "%s-shm", path);
         unlink(side);
         copy_file(template, path);
         err_clear(&err);

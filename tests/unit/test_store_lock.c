@@ -240,7 +240,7 @@ TEST(a_deleted_wal_refuses_every_write)
     struct err err;
 
     CHECK_OK(store_blob_put(st, "before", 6, h, &err), &err);
-    snprintf(wal, sizeof(wal), "%s-wal", path);
+    CHECK_FMT(wal, sizeof(wal), "%s-wal", path);
     CHECK(unlink(wal) == 0);
     check_stale(st, "-wal");
     store_close(st);

@@ -341,7 +341,7 @@ TEST(snapshot_export_import_identical)
     /* never overwrites */
     CHECK(store_snapshot_export(st, "exp", file, ws_manifest_refs, NULL, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_EXISTS);
-    snprintf(copy, sizeof(copy), "%s", file);
+    CHECK_FMT(copy, sizeof(copy), "%s", file);
 
     CHECK(count_rows(st, "SELECT count(*) FROM blobs WHERE codec = 2") > 0);
     CHECK_OK(store_snapshot_import(dst, copy, NULL, ws_manifest_refs, NULL, &imp, &err), &err);
@@ -441,12 +441,12 @@ TEST(snapshot_import_refuses_damage_and_keeps_nothing)
 
     build_session(st, 8, 20, 0, id);
     CHECK_OK(store_snapshot_create(st, id, "s", NULL, NULL, &err), &err);
-    snprintf(good, sizeof(good), "%s", test_path("good.db"));
+    CHECK_FMT(good, sizeof(good), "%s", test_path("good.db"));
     CHECK_OK(store_snapshot_export(st, "s", good, ws_manifest_refs, NULL, &err), &err);
     blobs = count_rows(dst, "SELECT count(*) FROM blobs");
     snaps = count_rows(dst, "SELECT count(*) FROM snapshots");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(bad, sizeof(bad), "%s/bad%zu.db", test_tmpdir(), i);
+        CHECK_FMT(bad, sizeof(bad), "%s/bad%zu.db", test_tmpdir(), i);
         copy_file(good, bad);
         tdb_exec(bad, cases[i].sql);
         CHECK_MSG(store_snapshot_import(dst, bad, NULL, ws_manifest_refs, NULL, NULL, &err) < 0,

@@ -135,7 +135,7 @@ TEST(write_fd_streams_every_codec)
     struct err err;
     int rc;
 
-    snprintf(path, sizeof(path), "%s", test_path("r.db")); /* test_path reuses its buffer */
+    CHECK_FMT(path, sizeof(path), "%s", test_path("r.db")); /* test_path reuses its buffer */
     st = tdb_open(path, NULL);
     CHECK(data != NULL);
     fill_mixed(data, big, 21);
@@ -356,7 +356,7 @@ TEST(many_chunks_round_trip_with_a_small_window)
     struct err err;
     int rc;
 
-    snprintf(path, sizeof(path), "%s", test_path("w.db"));
+    CHECK_FMT(path, sizeof(path), "%s", test_path("w.db"));
     st = tdb_open(path, NULL);
     CHECK(data != NULL);
     fill_mixed(data, 3 * C, 5);
@@ -422,7 +422,7 @@ TEST(incompressible_stream_is_stored_raw)
     struct buf out;
     struct err err;
 
-    snprintf(path, sizeof(path), "%s", test_path("raw.db")); /* test_path's buffer is reused */
+    CHECK_FMT(path, sizeof(path), "%s", test_path("raw.db")); /* test_path's buffer is reused */
     st = tdb_open(path, NULL);
     CHECK(rnd != NULL && txt != NULL);
     for (size_t i = 0; i < n; i++) {
@@ -517,7 +517,7 @@ TEST(try_write_pauses_and_store_bg_stores_the_row_ahead)
     char sql[200];
 
     CHECK(data != NULL && pipe(fds) == 0);
-    snprintf(path, sizeof(path), "%s", test_path("bg.db"));
+    CHECK_FMT(path, sizeof(path), "%s", test_path("bg.db"));
     st = tdb_open(path, NULL);
     fill_mixed(data, n, 7);
     hash_sha256(data, n, want);

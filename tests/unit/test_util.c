@@ -102,6 +102,15 @@ TEST(err_set_returns_minus_one)
     CHECK_EQ_STR(err.msg, "cannot open 'x'");
     err_wrap(&err, "loading %s", "config");
     CHECK_EQ_STR(err.msg, "loading config: cannot open 'x'");
+    /* at the cap the whole message fits; past it, it ends in "..." */
+    err_set(&err, ERR_IO, "%0*d", ERR_MSG_MAX - 1 - 4, 0);
+    err_wrap(&err, "ab");
+    CHECK_EQ_INT(strlen(err.msg), ERR_MSG_MAX - 1);
+    CHECK(err.msg[ERR_MSG_MAX - 2] == '0');
+    err_wrap(&err, "c");
+    CHECK_EQ_INT(strlen(err.msg), ERR_MSG_MAX - 1);
+    CHECK_EQ_STR(err.msg + ERR_MSG_MAX - 4, "...");
+    CHECK(strncmp(err.msg, "c: ab: 000", 10) == 0);
     CHECK_EQ_STR(err_name(ERR_TOOBIG), "toobig");
     CHECK_EQ_STR(err_name(9999), "unknown");
 }
@@ -211,25 +220,25 @@ TEST(userpath_makes_missing_parents_0700)
     struct err err;
     int created = -1;
 
-    snprintf(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
     CHECK_OK(userpath_make_parent(path, &created, made, sizeof(made), &err), &err);
     CHECK_EQ_INT(created, 1);
-    snprintf(path, sizeof(path), "%s/a", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/a", test_tmpdir());
     CHECK_EQ_STR(made, path);
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
-    snprintf(path, sizeof(path), "%s/a/b/c", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/a/b/c", test_tmpdir());
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
     /* again: nothing to do */
-    snprintf(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/a/b/c/drun.db", test_tmpdir());
     CHECK_OK(userpath_make_parent(path, &created, made, sizeof(made), &err), &err);
     CHECK_EQ_INT(created, 0);
     /* a name in the working directory has no parent to make */
     CHECK_OK(userpath_make_parent("drun.db", &created, NULL, 0, &err), &err);
     CHECK_EQ_INT(created, 0);
     /* a file in the way */
-    snprintf(path, sizeof(path), "%s/file", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/file", test_tmpdir());
     CHECK(close(open(path, O_CREAT | O_WRONLY, 0600)) == 0);
-    snprintf(path, sizeof(path), "%s/file/sub/drun.db", test_tmpdir());
+    CHECK_FMT(path, sizeof(path), "%s/file/sub/drun.db", test_tmpdir());
     CHECK(userpath_make_parent(path, &created, NULL, 0, &err) < 0);
     CHECK_EQ_INT(err.code, ERR_IO);
 }

@@ -79,7 +79,7 @@ make_dir(const char *name, const uint8_t *data, size_t big, int all)
     struct err err;
     char path[4096];
 
-    snprintf(path, sizeof(path), "%s", test_path(name));
+    CHECK_FMT(path, sizeof(path), "%s", test_path(name));
     CHECK_OK(ws_dir_open(path, &d, &err), &err);
     put_file(path, "big.bin", data, big, 0644);
     if (all) {
@@ -219,7 +219,7 @@ TEST(rescan_stream_limits_match_the_put_path_and_store_nothing)
         uint8_t hg[HASH_LEN];
         struct buf grown;
 
-        snprintf(path, sizeof(path), "%s/big.bin", test_path("a"));
+        CHECK_FMT(path, sizeof(path), "%s/big.bin", test_path("a"));
         f.cs.grow = path;
         lim.max_bytes = big + 5;
         CHECK(ws_dir_rescan(a, &lim, &f.streaming, NULL, &err) == -1);
@@ -284,7 +284,7 @@ TEST(a_file_growing_during_the_read_gets_the_hash_of_the_stored_bytes)
     memcpy(data + big, "grown\n", 6);
     fixture_open(&f, 0);
     a = make_dir("a", data, big, 0);
-    snprintf(path, sizeof(path), "%s/big.bin", test_path("a"));
+    CHECK_FMT(path, sizeof(path), "%s/big.bin", test_path("a"));
     f.cs.grow = path;
     CHECK_OK(ws_dir_rescan(a, NULL, &f.streaming, NULL, &err), &err);
     e = ws_manifest_get(ws_dir_manifest(a), "big.bin");

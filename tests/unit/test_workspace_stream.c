@@ -98,7 +98,7 @@ open_dir(const char *name, char path[4096])
     struct ws_dir *d = NULL;
     struct err err;
 
-    snprintf(path, 4096, "%s", test_path(name));
+    CHECK_FMT(path, 4096, "%s", test_path(name));
     CHECK_OK(ws_dir_open(path, &d, &err), &err);
     return d;
 }
@@ -119,7 +119,7 @@ TEST(big_files_stream_with_the_same_bytes_modes_and_errors)
     struct err err, ea, eb;
 
     CHECK(data != NULL);
-    snprintf(db_path, sizeof(db_path), "%s", test_path("t.db"));
+    CHECK_FMT(db_path, sizeof(db_path), "%s", test_path("t.db"));
     CHECK_OK(store_open(db_path, NULL, &st, &err), &err);
     mkdir(test_path("run"), 0700);
     CHECK_OK(session_mgr_new(st, test_path("run"), &mgr, &err), &err);

@@ -76,7 +76,7 @@ static const char *
 wp(const char *rel)
 {
     static char p[8192];
-    snprintf(p, sizeof(p), "%s/ws/%s", test_tmpdir(), rel);
+    CHECK_FMT(p, sizeof(p), "%s/ws/%s", test_tmpdir(), rel);
     return p;
 }
 
@@ -85,7 +85,7 @@ static const char *
 wp2(const char *rel)
 {
     static char p[8192];
-    snprintf(p, sizeof(p), "%s/ws/%s", test_tmpdir(), rel);
+    CHECK_FMT(p, sizeof(p), "%s/ws/%s", test_tmpdir(), rel);
     return p;
 }
 
