@@ -31,6 +31,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/err.h"
+#include "util/mem.h"
+
 #define TEST_SKIP_CODE 77
 
 struct test_case {
@@ -108,6 +111,84 @@ test_fail(const char *file, int line, const char *fmt, ...)
 #define CHECK_FMT(out, size, ...)                                                                  \
     CHECK_MSG((size_t)snprintf((out), (size), __VA_ARGS__) < (size_t)(size),                       \
               "'%s' does not fit in %zu bytes", (out), (size_t)(size))
+
+/*
+ * The allocation-failure sweep (SQLite's fault injection, on mem_fail_after): runs the
+ * scenario with the N-th allocation failing, for N = 0, 1, 2, ... (every N up to `dense`,
+ * then every `stride`-th, at most `max`), until a run meets no injected failure. Before
+ * each run reset(ctx) restores the starting state (a fresh DB, say). A run that fails
+ * must fail with ERR_NOMEM, and then after(ctx, n) checks that what it left is
+ * consistent (NULL: nothing to check). The test fails if the scenario never runs clean
+ * or fewer than min_failures failures were injected. Route SQLite's allocator first
+ * (tdb_route_sqlite_alloc) to reach its allocations too.
+ */
+struct test_sweep {
+    int (*scenario)(void *ctx, struct err *err); /* 0 or -1 with err */
+    void (*reset)(void *ctx);                    /* may be NULL */
+    void (*after)(void *ctx, long n);            /* may be NULL */
+    void *ctx;
+    long dense, stride, max; /* 0: 300, 1, 20000 */
+    int min_failures;        /* 0: 50 */
+};
+
+/* Returns the number of injected failures; the first clean step goes to *clean_at. */
+static inline int
+test_alloc_sweep(const struct test_sweep *sw, long *clean_at)
+{
+    long dense = sw->dense ? sw->dense : 300, stride = sw->stride ? sw->stride : 1;
+    long max = sw->max ? sw->max : 20000, n;
+    int failures = 0, clean = 0;
+
+    for (n = 0; n < max && !clean; n += (n < dense ? 1 : stride)) {
+        struct err err;
+        int rc;
+
+        if (sw->reset != NULL) {
+            sw->reset(sw->ctx);
+        }
+        err_clear(&err);
+        mem_fail_after(n);
+        rc = sw->scenario(sw->ctx, &err);
+        mem_fail_after(-1);
+        if (rc == 0) {
+            clean = mem_failures() == 0;
+            if (clean && clean_at != NULL) {
+                *clean_at = n;
+            }
+            continue;
+        }
+        failures++;
+        if (err.code != ERR_NOMEM) {
+            test_fail(__FILE__, __LINE__, "step %ld failed with %s, not nomem: %s", n,
+                      err_name(err.code), err.msg);
+        }
+        if (sw->after != NULL) {
+            sw->after(sw->ctx, n);
+        }
+    }
+    if (!clean) {
+        test_fail(__FILE__, __LINE__, "the scenario never ran clean (last step %ld)", n);
+    }
+    if (failures < (sw->min_failures ? sw->min_failures : 50)) {
+        test_fail(__FILE__, __LINE__, "only %d allocation failures were injected", failures);
+    }
+    return failures;
+}
+
+/* Removes a database file and its -wal and -shm companions, if there. */
+static inline void
+test_rm_db(const char *path)
+{
+    char side[8192];
+
+    unlink(path);
+    if ((size_t)snprintf(side, sizeof(side), "%s-wal", path) < sizeof(side)) {
+        unlink(side);
+    }
+    if ((size_t)snprintf(side, sizeof(side), "%s-shm", path) < sizeof(side)) {
+        unlink(side);
+    }
+}
 
 /* CHECK_OK(call, &err): the call returns 0, else the test fails with err's message. */
 #define CHECK_OK(call, errp)                                                                       \

@@ -1299,50 +1299,45 @@ out:
     return rc;
 }
 
+static int
+sweep_run(void *path, struct err *err)
+{
+    return scenario(path, err);
+}
+
+static void
+sweep_reset(void *path)
+{
+    test_rm_db(path);
+}
+
+/* Whatever did get written is a consistent database with an intact audit chain. */
+static void
+sweep_after(void *path, long n)
+{
+    struct store *st = NULL;
+    struct err err;
+
+    if (access(path, F_OK) == 0 && store_open(path, NULL, &st, &err) == 0) {
+        int ok = 0;
+        int64_t bad, rows;
+        CHECK_OK(store_check(st, &ok, &err), &err);
+        CHECK_MSG(ok, "after failure %ld: %s", n, err.msg);
+        CHECK_OK(store_audit_verify(st, &ok, &bad, &rows, &err), &err);
+        CHECK_MSG(ok, "audit after failure %ld: %s", n, err.msg);
+        store_close(st);
+    }
+}
+
 TEST(allocation_failure_sweep)
 {
-    const char *path = test_path("oom.db");
-    int failures = 0, clean = 0;
-    long i;
+    char path[8192];
+    struct test_sweep sw = {sweep_run, sweep_reset, sweep_after, path, 400, 7, 20000, 51};
+    int failures;
 
+    CHECK_FMT(path, sizeof(path), "%s", test_path("oom.db"));
     tdb_route_sqlite_alloc();
-    for (i = 0; i < 20000 && !clean; i += (i < 400 ? 1 : 7)) {
-        struct err err;
-        int rc;
-        char side[8192];
-
-        unlink(path);
-        CHECK_FMT(side, sizeof(side), "%s-wal", path);
-        unlink(side);
-        CHECK_FMT(side, sizeof(side), "%s-shm", path);
-        unlink(side);
-        err_clear(&err);
-        mem_fail_after(i);
-        rc = scenario(path, &err);
-        mem_fail_after(-1);
-        if (rc == 0) {
-            clean = mem_failures() == 0;
-            continue;
-        }
-        failures++;
-        CHECK_MSG(err.code == ERR_NOMEM, "step %ld failed with %s: %s", i, err_name(err.code),
-                  err.msg);
-        /* whatever did get written is a consistent database */
-        if (access(path, F_OK) == 0) {
-            struct store *st = NULL;
-            if (store_open(path, NULL, &st, &err) == 0) {
-                int ok = 0;
-                int64_t bad, rows;
-                CHECK_OK(store_check(st, &ok, &err), &err);
-                CHECK_MSG(ok, "after failure %ld: %s", i, err.msg);
-                CHECK_OK(store_audit_verify(st, &ok, &bad, &rows, &err), &err);
-                CHECK_MSG(ok, "audit after failure %ld: %s", i, err.msg);
-                store_close(st);
-            }
-        }
-    }
-    CHECK_MSG(clean, "the scenario never ran clean (last step %ld)", i);
-    CHECK(failures > 50);
+    failures = test_alloc_sweep(&sw, NULL);
     fprintf(stderr, "    %d injected failures, all ERR_NOMEM\n", failures);
 }
 

@@ -442,54 +442,56 @@ copy_file(const char *from, const char *to)
     close(out);
 }
 
+struct sweep {
+    char template[8192], path[8192];
+};
+
+static int
+sweep_run(void *ctx, struct err *err)
+{
+    return scenario(((struct sweep *)ctx)->path, err);
+}
+
+static void
+sweep_reset(void *ctx)
+{
+    struct sweep *sw = ctx;
+
+    test_rm_db(sw->path);
+    copy_file(sw->template, sw->path);
+}
+
+static void
+sweep_after(void *ctx, long n)
+{
+    struct sweep *sw = ctx;
+    struct store *st = NULL;
+    struct err err;
+
+    if (access(sw->path, F_OK) == 0 && store_open(sw->path, NULL, &st, &err) == 0) {
+        int ok = 0;
+        CHECK_OK(store_check(st, &ok, &err), &err);
+        CHECK_MSG(ok, "after failure %ld: %s", n, err.msg);
+        store_close(st);
+    }
+}
+
 TEST(allocation_failure_sweep_with_thread)
 {
-    char template[8192];
-    const char *path;
-    int failures = 0, clean = 0;
-    long i;
+    static struct sweep s;
+    struct test_sweep sw = {sweep_run, sweep_reset, sweep_after, &s, 300, 3, 20000, 51};
+    long clean_at = -1;
+    int failures;
 
-    snprintf(template, sizeof(template), "%s", test_path("template.db"));
-    path = test_path("oom.db");
+    CHECK_FMT(s.template, sizeof(s.template), "%s", test_path("template.db"));
+    CHECK_FMT(s.path, sizeof(s.path), "%s", test_path("oom.db"));
     tdb_route_sqlite_alloc();
     /* The schema is made once: the sweep is about the thread's connection and the
      * commits and close around it, not the migrations test_store already sweeps. */
-    store_close(open_ckpt(template, 0, 0));
-    for (i = 0; i < 20000 && !clean; i += (i < 300 ? 1 : 3)) {
-        struct err err;
-        char side[8192];
-        int rc;
-
-        unlink(path);
-        CHECK_FMT(side, sizeof(side), "%s-wal", path);
-        unlink(side);
-        CHECK_FMT(side, sizeof(side), "%s-shm", path);
-        unlink(side);
-        copy_file(template, path);
-        err_clear(&err);
-        mem_fail_after(i);
-        rc = scenario(path, &err);
-        mem_fail_after(-1);
-        if (rc == 0) {
-            clean = mem_failures() == 0;
-            continue;
-        }
-        failures++;
-        CHECK_MSG(err.code == ERR_NOMEM, "step %ld failed with %s: %s", i, err_name(err.code),
-                  err.msg);
-        if (access(path, F_OK) == 0) {
-            struct store *st = NULL;
-            if (store_open(path, NULL, &st, &err) == 0) {
-                int ok = 0;
-                CHECK_OK(store_check(st, &ok, &err), &err);
-                CHECK_MSG(ok, "after failure %ld: %s", i, err.msg);
-                store_close(st);
-            }
-        }
-    }
-    CHECK_MSG(clean, "the scenario never ran clean (last step %ld)", i);
-    CHECK(failures > 50);
-    fprintf(stderr, "    %d injected failures, all ERR_NOMEM; clean from step %ld\n", failures, i);
+    store_close(open_ckpt(s.template, 0, 0));
+    failures = test_alloc_sweep(&sw, &clean_at);
+    fprintf(stderr, "    %d injected failures, all ERR_NOMEM; clean from step %ld\n", failures,
+            clean_at);
 }
 
 TESTS(thread_checkpoints_off_the_commit, thread_off_keeps_sqlite_autocheckpoint,

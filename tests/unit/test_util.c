@@ -275,7 +275,39 @@ TEST(utf8_at_and_past_every_edge)
     CHECK_EQ_INT(bad, 0);
 }
 
-TESTS(utf8_at_and_past_every_edge, buf_appends_and_terminates, buf_cap_is_exact_and_sticky,
-      buf_printf_past_cap_fails, buf_nomem_is_reported, buf_detach_hands_over,
-      err_set_returns_minus_one, sha256_known_vectors, hex_round_trip_and_rejects, time_is_sane,
-      proc_identity_detects_reuse, userpath_expands_tilde, userpath_makes_missing_parents_0700)
+/* Three allocations, each failure reported as ERR_NOMEM and nothing leaked. */
+static int
+three_allocations(void *ctx, struct err *err)
+{
+    struct buf b;
+    char *a = mem_strdup("one"), *c = NULL;
+    int rc = -1;
+
+    (void)ctx;
+    buf_init(&b, 1 << 20);
+    if (a == NULL || buf_printf(&b, "%0512d", 2) < 0 || (c = mem_strdup("three")) == NULL) {
+        err_set(err, ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    mem_free(a);
+    mem_free(c);
+    buf_release(&b);
+    return rc;
+}
+
+TEST(alloc_sweep_fails_each_allocation_once)
+{
+    struct test_sweep sw = {three_allocations, NULL, NULL, NULL, 0, 0, 0, 3};
+    long clean_at = -1;
+
+    CHECK_EQ_INT(test_alloc_sweep(&sw, &clean_at), 3);
+    CHECK_EQ_INT(clean_at, 3);
+}
+
+TESTS(utf8_at_and_past_every_edge, alloc_sweep_fails_each_allocation_once,
+      buf_appends_and_terminates, buf_cap_is_exact_and_sticky, buf_printf_past_cap_fails,
+      buf_nomem_is_reported, buf_detach_hands_over, err_set_returns_minus_one, sha256_known_vectors,
+      hex_round_trip_and_rejects, time_is_sane, proc_identity_detects_reuse, userpath_expands_tilde,
+      userpath_makes_missing_parents_0700)
