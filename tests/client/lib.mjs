@@ -9,6 +9,9 @@ import { chmodSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+// For startDaemon and runColdAndWarm, at the end of the file.
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const BUILD = resolve(process.env.DRUN_BUILD || join(here, '..', '..', 'build'));
@@ -215,4 +218,117 @@ export class RawServer {
 export function sqlite(db, sql) {
   const out = execFileSync('sqlite3', ['-json', db, sql], { encoding: 'utf8' });
   return out.trim() === '' ? [] : JSON.parse(out);
+}
+
+// ---- a daemon behind the official SDK client ------------------------------------------
+
+// Starts drun-mcp through the official MCP SDK client over stdio and connects it.
+//   opts.config  text of a config.toml written beside the DB (omitted: no --config)
+//   opts.db      the DB path (default: a fresh file in opts.dir)
+//   opts.dir     a directory for the DB, the config and XDG_RUNTIME_DIR (default: a new
+//                temp dir, removed at exit)
+//   opts.env     extra environment; opts.args extra arguments; opts.bin another binary
+//   opts.name    the client name the daemon sees; opts.timeout the hang guard per call
+// Returns { client, transport, pid, db, dir, stderr(), call, ok, close }:
+//   call(tool, args) -> { error } (the tool's {code,message,detail}) or { json, text }
+//   ok(tool, args)   -> the parsed result; throws naming the tool on an error result
+// Tools that require a description get one unless args carry their own.
+const DESCRIBED = new Set(['session_write_files', 'session_bash', 'session_read_file', 'session_read_files',
+  'session_delete_files', 'get_session_state', 'session_history', 'session_snapshot']);
+export async function startDaemon(opts = {}) {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  const dir = opts.dir || makeTmp();
+  const db = opts.db || join(dir, 'drun.db');
+  const args = ['--db', db];
+  if (opts.config !== undefined) {
+    const cfg = join(dir, 'config.toml');
+    writeFileSync(cfg, opts.config);
+    args.push('--config', cfg);
+  }
+  const transport = new StdioClientTransport({
+    command: opts.bin || MCP,
+    args: [...args, ...(opts.args || [])],
+    env: { ...process.env, XDG_RUNTIME_DIR: dir, ...(opts.env || {}) },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (d) => {
+    stderr += d;
+    if (process.env.DRUN_TEST_STDERR) process.stderr.write(d);
+  });
+  const client = new Client({ name: opts.name || 'drun-client-test', version: '1.0' });
+  await client.connect(transport);
+  const timeout = opts.timeout || HANG_MS;
+  const call = async (tool, a = {}) => {
+    if (DESCRIBED.has(tool) && a.description === undefined) a = { description: 'client test', ...a };
+    const r = await client.callTool({ name: tool, arguments: a }, undefined, { timeout });
+    const text = r.content?.[0]?.text;
+    if (r.isError) {
+      try {
+        return { error: JSON.parse(text) };
+      } catch {
+        return { error: { code: 'unparsed', message: String(text) } };
+      }
+    }
+    try {
+      return { json: JSON.parse(text), text };
+    } catch {
+      return { text };
+    }
+  };
+  const ok = async (tool, a = {}) => {
+    const r = await call(tool, a);
+    if (r.error) throw new Error(`${tool} failed: ${JSON.stringify(r.error).slice(0, 300)}`);
+    return r.json !== undefined ? r.json : r.text;
+  };
+  return { client, transport, pid: transport.pid, db, dir, stderr: () => stderr, call, ok, close: () => client.close() };
+}
+
+// Runs the calling test file twice, its commands cold (DRUN_SANDBOX_WARM=off) and then in
+// prepared sandboxes (always), as the security suites do, unless DRUN_SANDBOX_WARM is set
+// already: then it returns and the file runs once in that mode. In the parent it prints
+// each run's lines tagged [off] or [always], one total, and exits (77 if both skipped).
+//   await runColdAndWarm(import.meta.url);
+export async function runColdAndWarm(fileUrl) {
+  if (process.env.DRUN_SANDBOX_WARM) return process.env.DRUN_SANDBOX_WARM;
+  const file = fileURLToPath(fileUrl);
+  let passed = 0, failed = 0, skipped = 0;
+  for (const mode of ['off', 'always']) {
+    const r = spawnSync(process.execPath, [file], {
+      env: { ...process.env, DRUN_SANDBOX_WARM: mode },
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
+    if (r.status === 77) skipped++;
+    let counted = false;
+    for (const line of (r.stdout || '').split('\n')) {
+      const m = /^(\d+) passed, (\d+) failed$/.exec(line);
+      if (m) {
+        passed += Number(m[1]);
+        failed += Number(m[2]);
+        counted = true;
+      } else if (line) console.log(line.replace(/^(ok|FAIL|skip) /, `$1 [${mode}] `));
+    }
+    if (r.status !== 0 && r.status !== 77 && !counted) {
+      failed++;
+      console.log(`FAIL [${mode}] ${file} exited ${r.status}: ${(r.stderr || '').slice(-300)}`);
+    } else if (r.status !== 0 && r.status !== 77 && failed === 0) {
+      failed++; // the child failed after its count line (an unhandled rejection, say)
+      console.log(`FAIL [${mode}] ${file} exited ${r.status}: ${(r.stderr || '').slice(-300)}`);
+    }
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 ? (skipped === 2 ? 77 : 0) : 1);
+}
+
+// Exits 77 with a reason when bwrap cannot create a sandbox here.
+export function requireSandbox(name) {
+  try {
+    execFileSync('bwrap', ['--unshare-all', '--ro-bind', '/', '/', 'true'], { stdio: 'ignore' });
+  } catch {
+    console.log(`skip ${name}: bwrap cannot create a sandbox here (run drun-mcp doctor)`);
+    console.log('0 passed, 0 failed');
+    process.exit(77);
+  }
 }

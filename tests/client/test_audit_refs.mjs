@@ -7,24 +7,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { BUILD, MCP, Results, assert, assertEq, makeTmp, requireBinaries, sqlite } from './lib.mjs';
+import { BUILD, Results, assert, assertEq, requireBinaries, sqlite, startDaemon } from './lib.mjs';
 
 const R = new Results();
 requireBinaries(R);
-const tmp = makeTmp();
-const db = join(tmp, 'audit.db');
 const ADMIN = join(BUILD, 'drun-admin');
-
-const transport = new StdioClientTransport({ command: MCP, args: ['--db', db], stderr: 'pipe' });
-const client = new Client({ name: 'drun-audit-refs-test', version: '1.0' });
-await client.connect(transport);
-const call = async (name, args = {}) => {
-  const r = await client.callTool({ name, arguments: args });
-  if (r.isError) throw new Error(`${name}: ${r.content[0].text}`);
-  return r;
-};
+const { db, client, ok } = await startDaemon({ name: 'drun-audit-refs-test' });
+const call = (name, args = {}) => ok(name, args);
 const checkpoint = () => execFileSync('sqlite3', [db, 'PRAGMA wal_checkpoint(TRUNCATE);']);
 const dbBytes = () => [db, db + '-wal'].reduce((a, f) => a + (existsSync(f) ? statSync(f).size : 0), 0);
 const blobBytes = () => Number(sqlite(db, 'SELECT coalesce(sum(length(data)), 0) AS n FROM blobs')[0].n);

@@ -7,55 +7,27 @@
 // session_fork (whose workspace is synced from the store, streamed the other way) see the
 // same SHA-256 inside the sandbox; the fork's first call is cold: a workspace over 16 MiB
 // is not synced on the event loop just to prepare a sandbox (tools_bash_prewarm).
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { MCP, Results, assert, assertEq, makeTmp } from './lib.mjs';
+import { existsSync, readFileSync } from 'node:fs';
+import { MCP, Results, assert, assertEq, requireSandbox, startDaemon } from './lib.mjs';
 
 const R = new Results();
 if (!existsSync(MCP)) {
   R.fail('binaries', `'${MCP}' is missing; run 'make' first`);
   R.done();
 }
-try {
-  execFileSync('bwrap', ['--unshare-all', '--ro-bind', '/', '/', 'true'], { stdio: 'ignore' });
-} catch (e) {
-  console.log('skip test_bash_big: bwrap cannot create a sandbox here (run drun-mcp doctor)');
-  console.log('0 passed, 0 failed');
-  process.exit(77);
-}
+requireSandbox('test_bash_big');
 
 const MIB = 1 << 20;
 const BIG = 64 * MIB;
 const BOUND = 16 * MIB;
-const tmp = makeTmp();
-const cfg = join(tmp, 'config.toml');
-writeFileSync(cfg, 'bash_timeout_ms = 120000\n');
-
-const transport = new StdioClientTransport({
-  command: MCP,
-  args: ['--db', join(tmp, 'big.db'), '--config', cfg],
-  env: { ...process.env, XDG_RUNTIME_DIR: tmp, DRUN_SANDBOX_WARM: 'auto' },
-  stderr: 'pipe',
+const daemon = await startDaemon({
+  name: 'drun-bash-big-test',
+  config: 'bash_timeout_ms = 120000\n',
+  env: { DRUN_SANDBOX_WARM: 'auto' },
+  timeout: 180000,
 });
-let stderr = '';
-transport.stderr?.on('data', (d) => (stderr += d));
-const client = new Client({ name: 'drun-bash-big-test', version: '1.0' });
-await client.connect(transport);
-const pid = transport.pid;
+const { client, pid, ok } = daemon;
 
-async function ok(name, args) {
-  const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 180000 });
-  const text = r.content?.[0]?.text;
-  assert(!r.isError, `${name} failed: ${String(text).slice(0, 300)}`);
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
 const bash = (sid, command) => ok('session_bash', { command, description: 'big', session_id: sid });
 // Peak resident memory of the daemon so far, in bytes.
 function hwm() {
@@ -104,5 +76,5 @@ await R.run('a fork synced from the store sees the same bytes, cold (too big to 
 });
 
 await client.close();
-if (R.failed > 0 && stderr) console.log(`    daemon stderr: ${stderr.slice(-500)}`);
+if (R.failed > 0 && daemon.stderr()) console.log(`    daemon stderr: ${daemon.stderr().slice(-500)}`);
 R.done();

@@ -18,36 +18,17 @@
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { BUILD, MCP, Results, assert, assertEq, makeTmp, requireBinaries, sqlite } from './lib.mjs';
+import { BUILD, Results, assert, assertEq, makeTmp, requireBinaries, sqlite, startDaemon } from './lib.mjs';
 
 const R = new Results();
 requireBinaries(R);
 const ADMIN = join(BUILD, 'drun-admin');
 const tmp = makeTmp();
 const HANG = 120000; // hang guard only
-const NEEDS_DESCRIPTION = new Set(['session_write_files', 'session_bash', 'session_read_file',
-  'get_session_state', 'session_history',
-  'session_read_files', 'session_delete_files']);
 
-async function start(db, env = {}) {
-  const transport = new StdioClientTransport({
-    command: MCP, args: ['--db', db], stderr: 'pipe',
-    env: { ...process.env, ...env },
-  });
-  const client = new Client({ name: 'drun-store-lock-test', version: '1.0' });
-  let stderr = '';
-  transport.stderr.on('data', (d) => { stderr += d; if (process.env.DRUN_TEST_STDERR) process.stderr.write(d); });
-  await client.connect(transport);
-  const call = async (name, args = {}) => {
-    if (NEEDS_DESCRIPTION.has(name)) args = { description: 'store lock test', ...args };
-    const r = await client.callTool({ name, arguments: args }, undefined, { timeout: HANG });
-    const text = r.content[0].text;
-    if (r.isError) return { error: JSON.parse(text) };
-    try { return { json: JSON.parse(text), text }; } catch { return { text }; }
-  };
-  return { client, call, pid: transport.pid, stderr: () => stderr, close: () => client.close() };
+// A daemon on db; its own runtime directory unless env names one.
+function start(db, env = {}) {
+  return startDaemon({ db, env, name: 'drun-store-lock-test', timeout: HANG });
 }
 
 function ok(r, what) {
