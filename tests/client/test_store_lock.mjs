@@ -18,7 +18,10 @@
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { BUILD, Results, assert, assertEq, makeTmp, requireBinaries, sqlite, startDaemon } from './lib.mjs';
+import { BUILD, Results, assert, assertEq, makeTmp, requireBinaries, runColdAndWarm, sqlite, startDaemon } from './lib.mjs';
+
+// Its session_bash calls wait for the lock in a cold sandbox and in a prepared one.
+await runColdAndWarm(import.meta.url);
 
 const R = new Results();
 requireBinaries(R);
