@@ -374,12 +374,12 @@ await R.run('snapshot_on_close: close snapshots first, then closes', async () =>
 
 await R.run('snapshot_on_close: a failing snapshot leaves the session open', async () => {
   const id = ok(await call('create_session'), 'create').json.session_id;
-  execFileSync('sqlite3', [db, "CREATE TRIGGER t_block BEFORE INSERT ON snapshots BEGIN SELECT RAISE(ABORT, 'blocked by test'); END;"]);
+  execFileSync('sqlite3', ['-cmd', '.timeout 120000', db, "CREATE TRIGGER t_block BEFORE INSERT ON snapshots BEGIN SELECT RAISE(ABORT, 'blocked by test'); END;"]);
   try {
     const e = errIs(await call('session_close'), 'internal_error', 'close', /left open/);
     assert(e.message.includes(id), 'names the session');
   } finally {
-    execFileSync('sqlite3', [db, 'DROP TRIGGER t_block']);
+    execFileSync('sqlite3', ['-cmd', '.timeout 120000', db, 'DROP TRIGGER t_block']);
   }
   assertEq(sqlite(db, `SELECT state FROM sessions WHERE id='${id}'`)[0].state, 0, 'still open');
   assertEq(sqlite(db, `SELECT count(*) AS n FROM snapshots WHERE source_session_id='${id}'`)[0].n, 0, 'no snapshot');
