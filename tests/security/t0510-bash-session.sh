@@ -122,7 +122,10 @@ await check('a canary variable of drun-mcp is in no sandbox process (/proc/1/env
 
 await check("the child's environment is only the documented variables", async () => {
   const r = await bash(B, 'env | cut -d= -f1 | sort | tr "\\n" " "');
-  const allowed = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'TERM', 'PYTHONPATH', 'NODE_PATH', 'PWD', 'SHLVL', 'OLDPWD', '_', 'LC_ALL']);
+  // Plus the documented roots of shim managers found on $PATH (docs/tools.md), which
+  // the daemon passes on when it has them.
+  const allowed = new Set(['PATH', 'HOME', 'TMPDIR', 'LANG', 'TERM', 'PYTHONPATH', 'NODE_PATH', 'PWD', 'SHLVL', 'OLDPWD', '_', 'LC_ALL',
+    'PYENV_ROOT', 'RBENV_ROOT', 'ASDF_DATA_DIR', 'MISE_DATA_DIR', 'VOLTA_HOME', 'RUSTUP_HOME', 'CARGO_HOME', 'HOMEBREW_PREFIX']);
   const extra = r.stdout_tail.trim().split(/\s+/).filter((n) => n && !allowed.has(n));
   return extra.length === 0 || `unexpected: ${extra.join(' ')}`;
 });

@@ -99,7 +99,7 @@ TEST(max_checkpoints_counts_only_what_remains_after_rollback)
     struct session_mgr *m = open_mgr(st, lim);
     struct session *s = NULL;
     struct session_err e;
-    char v[8];
+    char v[16];
 
     CHECK_OK(session_create(m, NULL, &s, &e), &e.base);
     for (int i = 1; i < 5; i++) { /* checkpoints 1..4: five live, the limit */
@@ -259,7 +259,7 @@ TEST(squash_and_drop_keep_ids)
 
     CHECK_OK(session_create(m, NULL, &s, &e), &e.base);
     for (int i = 1; i <= 5; i++) {
-        char v[4];
+        char v[16];
         snprintf(v, sizeof(v), "%d", i);
         CHECK_OK(write1(s, v, v, 1, &e), &e.base);
     }
