@@ -310,6 +310,7 @@ main(int argc, char **argv)
                 config_path);
         policy_store_free(policy);
         mem_free(config_path);
+        mem_free(runtime_dir);
         return 2;
     }
 
@@ -343,6 +344,7 @@ main(int argc, char **argv)
     out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
         fprintf(stderr, "drun-mcp: cannot set up stdout for the protocol: %s\n", strerror(errno));
+        mem_free(runtime_dir);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -351,17 +353,20 @@ main(int argc, char **argv)
 
     if (store_open(db, &sopts, &st, &err) < 0) {
         log_error("cannot open the database '%s': %s", db, err.msg);
+        mem_free(runtime_dir);
         return 1;
     }
     register_own_files(policy, config_path, db);
     if (tools_registry_init(&err) < 0) {
         log_error("cannot register the tools: %s", err.msg);
         store_close(st);
+        mem_free(runtime_dir);
         return 1;
     }
     if (session_mgr_new(st, runtime_dir, &env.sessions, &err) < 0) {
         log_error("cannot start the session manager: %s", err.msg);
         store_close(st);
+        mem_free(runtime_dir);
         return 1;
     }
     register_own_files(policy, config_path, db);
@@ -385,6 +390,7 @@ main(int argc, char **argv)
     if (mcp_serve(&env, &opts, &err) < 0) {
         log_error("%s", err.msg);
         shutdown_all(&env, st);
+        mem_free(runtime_dir);
         return 1;
     }
     signal(SIGHUP, SIG_IGN); /* the transport's handler is gone; finish cleaning up */
